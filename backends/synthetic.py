@@ -1,0 +1,88 @@
+"""A backend with no model: each call takes a service time drawn from a distribution.
+
+Used to measure the harness itself (zero service time: how much overhead do we add?)
+and as ground truth in tests (a fixed 5 ms must be reported as 5 ms). `sleep` releases
+the GIL like real inference engines do; `busy` spins and holds a core.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from backends.base import Backend, BackendOptions, Batch, LoadContext, Outputs, TensorSpec
+
+
+class SyntheticOptions(BackendOptions):
+    service_time_ms: float = Field(0.0, ge=0, description="mean service time of one call")
+    per_sample_ms: float = Field(0.0, ge=0, description="added per sample in the batch")
+    distribution: Literal["fixed", "normal", "lognormal"] = "fixed"
+    stddev_ms: float = Field(0.0, ge=0, description="normal: std dev; lognormal: sigma of log(ms)")
+    wait: Literal["sleep", "busy"] = "sleep"
+    fail_every: int = Field(0, ge=0, description="raise on every Nth call (0: never), to test failures")
+    input_shape: tuple[int, ...] = Field((4,), description="per-sample input shape")
+    output_size: int = Field(10, ge=1, description="floats returned per sample")
+    cache_repeats: bool = Field(
+        False, description="answer a repeated sample without waiting: a deliberately cheating SUT"
+    )
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _spread(self) -> SyntheticOptions:
+        if self.distribution != "fixed" and self.stddev_ms <= 0:
+            raise ValueError(f"distribution {self.distribution} needs stddev_ms > 0")
+        return self
+
+
+class SyntheticBackend(Backend):
+    name = "synthetic"
+    Options = SyntheticOptions
+    options: SyntheticOptions
+
+    def load(self, ctx: LoadContext) -> None:
+        self._rng = np.random.default_rng(self.options.seed)
+        self._calls = 0
+        self._seen: set[bytes] = set()
+
+    def inputs(self) -> list[TensorSpec]:
+        return [TensorSpec("input", (None, *self.options.input_shape), "float32")]
+
+    def _service_ns(self, batch_size: int) -> int:
+        o = self.options
+        if o.distribution == "fixed":
+            ms = o.service_time_ms
+        elif o.distribution == "normal":
+            ms = max(0.0, self._rng.normal(o.service_time_ms, o.stddev_ms))
+        else:  # lognormal with the given median
+            ms = float(o.service_time_ms * np.exp(self._rng.normal(0.0, o.stddev_ms)))
+        return int((ms + o.per_sample_ms * batch_size) * 1e6)
+
+    def predict(self, batch: Batch) -> Outputs:
+        x = batch["input"]
+        n = len(x)
+        self._calls += 1
+        if self.options.fail_every and self._calls % self.options.fail_every == 0:
+            raise RuntimeError(f"injected failure on call {self._calls}")
+        wait_ns = self._service_ns(n)
+        if self.options.cache_repeats:
+            key = x.tobytes()
+            if key in self._seen:
+                wait_ns = 0
+            self._seen.add(key)
+        if wait_ns:
+            if self.options.wait == "sleep":
+                time.sleep(wait_ns / 1e9)
+            else:
+                end = time.perf_counter_ns() + wait_ns
+                while time.perf_counter_ns() < end:
+                    pass
+        # A deterministic answer per input so accuracy mode has something to check.
+        out = np.zeros((n, self.options.output_size), dtype=np.float32)
+        out[np.arange(n), (np.abs(x.reshape(n, -1).sum(axis=1)) * 1000).astype(np.int64) % self.options.output_size] = 1.0
+        return [out]
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "engine": "synthetic", **self.options.model_dump(mode="json")}

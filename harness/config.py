@@ -1,0 +1,251 @@
+"""Run configuration: scenario YAML + `--set` overrides -> one validated, frozen RunConfig.
+
+Everything is checked before any model loads. An error names the key, the file and line
+it came from, and the closest valid key. The resolved config is saved as `run.yaml` in
+the results folder, so `harness run -c results/<run>/run.yaml` repeats the run.
+
+LoadGen settings left unset (None) keep LoadGen's own value: its compiled-in
+mlperf.conf defaults, or what `mlperf_conf`/`user_conf` set. The effective values are
+read back from LoadGen's log into summary.json.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from harness.errors import ConfigError
+
+Scenario = Literal["SingleStream", "MultiStream", "Server", "Offline"]
+Mode = Literal["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]
+
+
+class RunConfig(BaseModel):
+    """One LoadGen test. Units are in the key names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("run", description="label used in the results folder name", min_length=1)
+    scenario: Scenario = "Offline"
+    mode: Mode = "PerformanceOnly"
+    backend: str = Field("onnxruntime", description="a name from `harness backends`")
+    model: str | None = Field(None, description="model path or reference, as the backend takes it")
+    dataset: str = Field("synthetic", description="dataset spec: synthetic[:n=N], digits, DIR, ...")
+    seed: int = Field(0, ge=0, description="seed of synthetic data")
+    backend_options: dict[str, Any] = Field(default_factory=dict, description="the backend's own options")
+
+    # --- the SUT adapter -------------------------------------------------------------
+    workers: int | None = Field(None, ge=1, description="worker threads; default fits the cores")
+    max_batch: int = Field(1, ge=1, description="largest batch handed to the backend")
+    batch_timeout_ms: float = Field(
+        0.0, ge=0, description="Server/SingleStream: wait up to this long to fill a batch (0: off)"
+    )
+    enable_trace: bool = Field(False, description="write LoadGen's mlperf_log_trace.json (costly at high QPS)")
+
+    # --- MLPerf conf files, read by LoadGen itself ---------------------------------------
+    mlperf_conf: str | None = Field(None, description="an mlperf.conf-format file")
+    user_conf: str | None = Field(None, description="a user.conf file")
+    benchmark: str = Field("*", description="model name the conf files are keyed by, e.g. resnet50")
+
+    # --- LoadGen test settings (None: LoadGen's default or the conf files') --------------
+    min_duration_s: float | None = Field(None, ge=0)
+    max_duration_s: float | None = Field(None, ge=0, description="0: no limit")
+    min_query_count: int | None = Field(None, ge=1)
+    max_query_count: int | None = Field(None, ge=0, description="0: no limit")
+    performance_sample_count: int | None = Field(None, ge=1, description="samples loaded for the timed run")
+    target_qps: float | None = Field(None, gt=0, description="Server: Poisson arrival rate")
+    target_latency_ms: float | None = Field(None, gt=0, description="Server: latency bound")
+    target_latency_percentile: float | None = Field(None, gt=0, lt=1, description="Server: e.g. 0.99")
+    server_coalesce_queries: bool | None = None
+    server_max_async_queries: int | None = Field(None, ge=0)
+    server_num_issue_query_threads: int | None = Field(None, ge=0)
+    find_peak_step_size: float | None = Field(None, gt=0, description="FindPeakPerformance: QPS step")
+    offline_expected_qps: float | None = Field(None, gt=0, description="Offline: sizes the query")
+    single_stream_expected_latency_ms: float | None = Field(None, gt=0)
+    single_stream_target_latency_percentile: float | None = Field(None, gt=0, lt=1)
+    multi_stream_samples_per_query: int | None = Field(None, ge=1)
+    multi_stream_expected_latency_ms: float | None = Field(None, gt=0)
+    multi_stream_target_latency_percentile: float | None = Field(None, gt=0, lt=1)
+    use_token_latencies: bool | None = Field(None, description="LLM: TTFT/TPOT constraints")
+    ttft_latency_ms: float | None = Field(None, gt=0)
+    tpot_latency_ms: float | None = Field(None, gt=0)
+    qsl_rng_seed: int | None = Field(None, ge=0)
+    sample_index_rng_seed: int | None = Field(None, ge=0)
+    schedule_rng_seed: int | None = Field(None, ge=0)
+    accuracy_log_rng_seed: int | None = Field(None, ge=0)
+    accuracy_log_probability: float | None = Field(None, ge=0, le=1)
+    accuracy_log_sampling_target: int | None = Field(None, ge=0)
+    performance_issue_unique: bool | None = None
+    performance_issue_same: bool | None = None
+    performance_issue_same_index: int | None = Field(None, ge=0)
+    sample_concatenate_permutation: bool | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        if self.max_duration_s and self.min_duration_s and self.max_duration_s < self.min_duration_s:
+            raise ValueError("max_duration_s is below min_duration_s")
+        if self.max_query_count and self.min_query_count and self.max_query_count < self.min_query_count:
+            raise ValueError("max_query_count is below min_query_count")
+        if self.mode == "FindPeakPerformance" and self.scenario != "Server":
+            raise ValueError("mode FindPeakPerformance only exists for the Server scenario")
+        return self
+
+    def to_yaml(self) -> str:
+        data = self.model_dump(mode="json")
+        return yaml.safe_dump(data, sort_keys=False)
+
+
+FIELDS = tuple(RunConfig.model_fields)
+
+
+# --- loading with line numbers --------------------------------------------------------
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Top-level and `backend_options.*` keys of a YAML mapping -> 1-based line numbers."""
+    lines: dict[str, int] = {}
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return lines
+    if not isinstance(node, yaml.MappingNode):
+        return lines
+    for k, v in node.value:
+        lines[str(k.value)] = k.start_mark.line + 1
+        if isinstance(v, yaml.MappingNode):
+            for k2, _ in v.value:
+                lines[f"{k.value}.{k2.value}"] = k2.start_mark.line + 1
+    return lines
+
+
+def _closest(key: str, choices: list[str]) -> str:
+    match = difflib.get_close_matches(key, choices, n=1, cutoff=0.5)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def read_yaml(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config {path}: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}{where}: invalid YAML: {problem}") from e
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    return data, _key_lines(text)
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    key, eq, raw = item.partition("=")
+    if not eq or not key.strip():
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set target_qps=500")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def build_config(
+    config_file: Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    cli_values: dict[str, Any] | None = None,
+    backend_option_names: Any = None,
+) -> RunConfig:
+    """Merge file < CLI flags < --set, then validate once.
+
+    `backend_option_names(backend) -> list[str]` lets a bare `--set KEY=V` reach the
+    chosen backend's options (e.g. `--set intra_op_threads=1`).
+    """
+    data: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    source = "command line"
+    if config_file is not None:
+        data, lines = read_yaml(config_file)
+        source = str(config_file)
+    origin: dict[str, str] = {k: f"{source}:{lines[k]}" if k in lines else source for k in data}
+    if isinstance(data.get("backend_options"), dict):
+        data["backend_options"] = dict(data["backend_options"])
+        for k in data["backend_options"]:
+            full = f"backend_options.{k}"
+            origin[full] = f"{source}:{lines[full]}" if full in lines else source
+    for k, v in (cli_values or {}).items():
+        if v is not None:
+            data[k] = v
+            origin[k] = "command line"
+    pending_backend: list[tuple[str, Any]] = []
+    for item in overrides:
+        key, value = parse_override(item)
+        if key.startswith("backend_options."):
+            pending_backend.append((key.split(".", 1)[1], value))
+        elif "." in key:
+            section, sub = key.split(".", 1)
+            if section not in FIELDS:
+                raise ConfigError(f"--set {key}: unknown section {section!r}{_closest(section, list(FIELDS))}")
+            current = dict(data.get(section) or {})
+            current[sub] = value
+            data[section] = current
+            origin[key] = "--set"
+        elif key in FIELDS:
+            data[key] = value
+            origin[key] = "--set"
+        else:
+            pending_backend.append((key, value))
+    if pending_backend:
+        backend = data.get("backend", RunConfig.model_fields["backend"].default)
+        names = list(backend_option_names(backend)) if backend_option_names else []
+        opts = dict(data.get("backend_options") or {})
+        for key, value in pending_backend:
+            if names and key not in names:
+                hint = _closest(key, list(FIELDS) + names)
+                raise ConfigError(
+                    f"--set {key}: not a run setting nor an option of backend {backend!r}{hint}; "
+                    "see `harness backends` for its options"
+                )
+            opts[key] = value
+            origin[f"backend_options.{key}"] = "--set"
+        data["backend_options"] = opts
+    try:
+        return RunConfig(**data)
+    except ValidationError as e:
+        raise ConfigError(_explain(e, origin, source)) from e
+
+
+def _explain(e: ValidationError, origin: dict[str, str], source: str) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    where = origin.get(loc) or origin.get(str(err["loc"][0]) if err["loc"] else "", source)
+    if err["type"] == "extra_forbidden":
+        return f"{where}: unknown setting {loc!r}{_closest(loc, list(FIELDS))}"
+    if not loc:  # a model-level rule
+        return f"{source}: {err['msg'].removeprefix('Value error, ')}"
+    return f"{where}: {loc}: {err['msg']} (got {err.get('input')!r})"
+
+
+def validate_backend_options(config: RunConfig, options_cls: type[BaseModel]) -> BaseModel:
+    """The backend's own options, checked with its pydantic model; errors name the key."""
+    try:
+        return options_cls(**config.backend_options)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            hint = _closest(key, list(options_cls.model_fields))
+            raise ConfigError(
+                f"backend {config.backend!r} has no option {key!r}{hint}; options: "
+                f"{', '.join(options_cls.model_fields) or 'none'}"
+            ) from e
+        raise ConfigError(
+            f"backend {config.backend!r} option {key}: {err['msg']} (got {err.get('input')!r})"
+        ) from e

@@ -1,0 +1,165 @@
+"""Per-request records, streamed to disk while the test runs.
+
+Every sample LoadGen issues becomes one row of `records.csv`, written by a background
+thread that flushes every `FLUSH_INTERVAL_S`, so a crashed or killed run keeps what it
+recorded. Times are `time.perf_counter_ns()` readings (monotonic, one clock per run).
+
+Columns (see docs/records.md):
+    query_id       LoadGen's response id for the sample
+    sample_index   index into the dataset
+    issue_ns       LoadGen's issue callback handed the sample to the harness
+    dispatch_ns    a worker handed it to the backend (queue time = dispatch - issue)
+    first_byte_ns  response headers arrived (HTTP only; 0 otherwise)
+    first_token_ns first content token (generative only; 0 otherwise)
+    complete_ns    the backend finished the sample
+    n_tokens       output tokens (generative only; 0 otherwise)
+    input_tokens   prompt tokens (generative only; 0 otherwise)
+    batch_id       the backend call that served it
+    worker         the worker (thread or event loop) that served it
+    status         "ok" or "error"
+    error          the failure reason, empty when ok
+
+Generative backends also append one JSON line per request to `tokens.jsonl`
+(chunk arrival times and token counts) for inter-token latency.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+from collections import deque
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+COLUMNS = (
+    "query_id",
+    "sample_index",
+    "issue_ns",
+    "dispatch_ns",
+    "first_byte_ns",
+    "first_token_ns",
+    "complete_ns",
+    "n_tokens",
+    "input_tokens",
+    "batch_id",
+    "worker",
+    "status",
+    "error",
+)
+RECORDS_FILE = "records.csv"
+TOKENS_FILE = "tokens.jsonl"
+FLUSH_INTERVAL_S = 0.25
+
+Row = tuple  # one value per COLUMNS entry
+
+
+class RecordWriter:
+    """Collects rows from any thread and writes them from one background thread.
+
+    `add` is a deque append (thread-safe without a lock), so the hot path pays no I/O.
+    """
+
+    def __init__(self, run_dir: Path, on_flush: Callable[[int], None] | None = None) -> None:
+        self._file = open(run_dir / RECORDS_FILE, "w", newline="", buffering=1 << 20)
+        self._csv = csv.writer(self._file)
+        self._csv.writerow(COLUMNS)
+        self._tokens_path = run_dir / TOKENS_FILE
+        self._tokens_file = None
+        self._rows: deque[Row] = deque()
+        self._token_rows: deque[dict[str, Any]] = deque()
+        self._written = 0
+        self._on_flush = on_flush
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="records", daemon=True)
+        self._thread.start()
+
+    @property
+    def written(self) -> int:
+        return self._written
+
+    def add(self, row: Row) -> None:
+        self._rows.append(row)
+
+    def extend(self, rows: list[Row]) -> None:
+        self._rows.extend(rows)
+
+    def add_tokens(self, entry: dict[str, Any]) -> None:
+        self._token_rows.append(entry)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(FLUSH_INTERVAL_S):
+            self._flush()
+
+    def _flush(self) -> None:
+        rows = _drain(self._rows)
+        tokens = _drain(self._token_rows)
+        if rows:
+            self._csv.writerows(rows)
+            self._written += len(rows)
+        self._file.flush()
+        if tokens:
+            if self._tokens_file is None:
+                self._tokens_file = open(self._tokens_path, "a")
+            self._tokens_file.write("".join(json.dumps(t) + "\n" for t in tokens))
+            self._tokens_file.flush()
+        if self._on_flush is not None:
+            self._on_flush(self._written)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._flush()
+        self._file.close()
+        if self._tokens_file is not None:
+            self._tokens_file.close()
+
+
+@dataclass
+class Records:
+    """records.csv read back as columns (numpy arrays), for the summary and reports."""
+
+    columns: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.columns["query_id"])
+
+
+def _drain(queue: deque) -> list:
+    # Pop exactly what is there now; rows appended meanwhile wait for the next flush.
+    return [queue.popleft() for _ in range(len(queue))]
+
+
+def read_records(run_dir: Path) -> Records:
+    import numpy as np
+
+    path = run_dir / RECORDS_FILE
+    ints: dict[str, list[int]] = {c: [] for c in COLUMNS if c not in ("status", "error")}
+    status: list[str] = []
+    errors: list[str] = []
+    int_cols = [(i, c) for i, c in enumerate(COLUMNS) if c in ints]
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None or tuple(header) != COLUMNS:
+            from harness.errors import OutputError
+
+            raise OutputError(f"{path}: unexpected header {header}; expected {','.join(COLUMNS)}")
+        for row in reader:
+            if len(row) != len(COLUMNS):  # a row cut by a crash mid-write
+                continue
+            for i, c in int_cols:
+                ints[c].append(int(row[i]))
+            status.append(row[-2])
+            errors.append(row[-1])
+    cols: dict[str, Any] = {c: np.asarray(v, dtype=np.int64) for c, v in ints.items()}
+    cols["status"] = np.asarray(status, dtype=object)
+    cols["error"] = np.asarray(errors, dtype=object)
+    return Records(cols)
+
+
+def now_ns() -> int:
+    return time.perf_counter_ns()

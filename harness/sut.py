@@ -1,0 +1,166 @@
+"""The SUT adapter for tensor backends: LoadGen's callbacks on one side, workers on the other.
+
+LoadGen calls `issue` on its own thread with the GIL held, so `issue` only stamps the time
+and appends to a deque. Worker threads pull up to `max_batch` samples (optionally waiting
+`batch_timeout_ms` to fill a batch), call `backend.predict`, and complete the whole batch
+in one `QuerySamplesComplete` call. A backend exception fails exactly the samples of that
+call: they are completed to LoadGen (it needs every sample back) and marked "error" in the
+records, so they never count as fast successes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from backends.base import Backend
+from harness.datasets import Dataset
+from harness.records import RecordWriter
+
+
+class TensorSUT:
+    def __init__(
+        self,
+        backend: Backend,
+        dataset: Dataset,
+        records: RecordWriter,
+        complete: Callable[[list[Any]], None],
+        make_response: Callable[..., Any],
+        *,
+        workers: int,
+        max_batch: int,
+        batch_timeout_ms: float,
+        return_outputs: bool,
+    ) -> None:
+        self.backend = backend
+        self.dataset = dataset
+        self.records = records
+        self._complete = complete  # mlperf_loadgen.QuerySamplesComplete
+        self._response = make_response  # mlperf_loadgen.QuerySampleResponse
+        self.max_batch = max_batch
+        self.batch_timeout_ns = int(batch_timeout_ms * 1e6)
+        self.return_outputs = return_outputs
+        self._queue: deque[tuple[int, int, int]] = deque()
+        self._cv = threading.Condition()
+        self._stopping = False
+        self._batch_ids = iter(range(1 << 62))
+        self._batch_lock = threading.Lock()
+        self.failed = 0
+        self._threads = [
+            threading.Thread(target=self._work, args=(w,), name=f"worker-{w}", daemon=True) for w in range(workers)
+        ]
+
+    # --- LoadGen side (its thread) -----------------------------------------------------
+    def issue(self, query_samples: list[Any]) -> None:
+        t = time.perf_counter_ns()
+        self._queue.extend([(q.id, q.index, t) for q in query_samples])
+        with self._cv:
+            self._cv.notify()
+
+    def flush(self) -> None:
+        """LoadGen's flush_queries: nothing is held back, so nothing to do."""
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        for t in self._threads:
+            t.join()
+
+    # --- workers -----------------------------------------------------------------------
+    def _take(self) -> list[tuple[int, int, int]]:
+        q = self._queue
+        items = []
+        try:
+            while len(items) < self.max_batch:
+                items.append(q.popleft())
+        except IndexError:
+            pass
+        return items
+
+    def _work(self, worker: int) -> None:
+        cv = self._cv
+        while True:
+            items = self._take()
+            if not items:
+                with cv:
+                    while not self._queue and not self._stopping:
+                        cv.wait()
+                    if self._stopping and not self._queue:
+                        return
+                if len(self._queue) > 1:
+                    # Another sample is queued: wake a sibling so the queue is shared.
+                    with cv:
+                        cv.notify()
+                continue
+            if self.batch_timeout_ns and len(items) < self.max_batch:
+                items += self._fill(len(items))
+            self._serve(items, worker)
+
+    def _fill(self, have: int) -> list[tuple[int, int, int]]:
+        deadline = time.perf_counter_ns() + self.batch_timeout_ns
+        more: list[tuple[int, int, int]] = []
+        while have + len(more) < self.max_batch:
+            try:
+                more.append(self._queue.popleft())
+                continue
+            except IndexError:
+                pass
+            left = deadline - time.perf_counter_ns()
+            if left <= 0:
+                break
+            with self._cv:
+                if not self._queue:
+                    self._cv.wait(left / 1e9)
+        return more
+
+    def _serve(self, items: list[tuple[int, int, int]], worker: int) -> None:
+        with self._batch_lock:
+            batch_id = next(self._batch_ids)
+        dispatch = time.perf_counter_ns()
+        error = ""
+        outputs = None
+        try:
+            batch = self._collate([i[1] for i in items])
+            outputs = self.backend.predict(batch)
+            if self.return_outputs:
+                first = np.asarray(outputs[0])
+                if len(first) != len(items):
+                    raise ValueError(f"backend returned {len(first)} rows for a batch of {len(items)}")
+        except Exception as e:  # any backend failure fails these samples, visibly
+            error = f"{type(e).__name__}: {e}".replace("\n", " ")[:500]
+        done = time.perf_counter_ns()
+        keep = []  # buffers must outlive QuerySamplesComplete, which copies them
+        if error or not self.return_outputs:
+            responses = [self._response(i[0], 0, 0) for i in items]
+        else:
+            responses = []
+            for row, item in enumerate(items):
+                arr = np.ascontiguousarray(first[row])
+                keep.append(arr)
+                responses.append(self._response(item[0], arr.ctypes.data, arr.nbytes))
+        self._complete(responses)
+        status = "error" if error else "ok"
+        if error:
+            self.failed += len(items)
+        self.records.extend(
+            [(qid, idx, issued, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for qid, idx, issued in items]
+        )
+        del keep
+
+    def _collate(self, indices: list[int]) -> dict[str, np.ndarray]:
+        get = self.dataset.get
+        if len(indices) == 1:
+            return {k: v[None] for k, v in get(indices[0]).items()}
+        samples = [get(i) for i in indices]
+        return {k: np.stack([s[k] for s in samples]) for k in samples[0]}
