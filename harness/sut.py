@@ -45,7 +45,8 @@ class TensorSUT:
         self.max_batch = max_batch
         self.batch_timeout_ns = int(batch_timeout_ms * 1e6)
         self.return_outputs = return_outputs
-        self._queue: deque[tuple[int, int, int]] = deque()
+        self._queue: deque[list[Any]] = deque()  # [samples, next position, issue time]
+        self._take_lock = threading.Lock()
         self._cv = threading.Condition()
         self._stopping = False
         self._batch_ids = iter(range(1 << 62))
@@ -57,8 +58,9 @@ class TensorSUT:
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
-        t = time.perf_counter_ns()
-        self._queue.extend([(q.id, q.index, t) for q in query_samples])
+        # Only stamp and enqueue: an Offline query can hold millions of samples, and
+        # unpacking them here would stall LoadGen's thread. Workers unpack in batches.
+        self._queue.append([query_samples, 0, time.perf_counter_ns()])
         with self._cv:
             self._cv.notify()
 
@@ -78,31 +80,37 @@ class TensorSUT:
             t.join()
 
     # --- workers -----------------------------------------------------------------------
-    def _take(self) -> list[tuple[int, int, int]]:
-        q = self._queue
-        items = []
-        try:
-            while len(items) < self.max_batch:
-                items.append(q.popleft())
-        except IndexError:
-            pass
+    def _take(self, limit: int) -> list[tuple[int, int, int]]:
+        """Up to `limit` queued samples as (response id, dataset index, issue time)."""
+        items: list[tuple[int, int, int]] = []
+        with self._take_lock:
+            q = self._queue
+            while q and len(items) < limit:
+                run = q[0]
+                samples, pos, issued = run
+                end = min(len(samples), pos + limit - len(items))
+                items.extend([(s.id, s.index, issued) for s in samples[pos:end]])
+                if end == len(samples):
+                    q.popleft()
+                else:
+                    run[1] = end
         return items
 
     def _work(self, worker: int) -> None:
         cv = self._cv
+        share = len(self._threads) > 1
         while True:
-            items = self._take()
+            items = self._take(self.max_batch)
             if not items:
                 with cv:
                     while not self._queue and not self._stopping:
                         cv.wait()
                     if self._stopping and not self._queue:
                         return
-                if len(self._queue) > 1:
-                    # Another sample is queued: wake a sibling so the queue is shared.
-                    with cv:
-                        cv.notify()
                 continue
+            if share and self._queue:
+                with cv:  # more is queued: let an idle sibling take it meanwhile
+                    cv.notify()
             if self.batch_timeout_ns and len(items) < self.max_batch:
                 items += self._fill(len(items))
             self._serve(items, worker)
@@ -111,11 +119,10 @@ class TensorSUT:
         deadline = time.perf_counter_ns() + self.batch_timeout_ns
         more: list[tuple[int, int, int]] = []
         while have + len(more) < self.max_batch:
-            try:
-                more.append(self._queue.popleft())
+            got = self._take(self.max_batch - have - len(more))
+            if got:
+                more += got
                 continue
-            except IndexError:
-                pass
             left = deadline - time.perf_counter_ns()
             if left <= 0:
                 break

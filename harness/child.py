@@ -1,0 +1,185 @@
+"""The child process: exactly one LoadGen test, on the config saved in a results folder.
+
+LoadGen keeps process-global state (one conf load, one test per process), so the parent
+(`harness.runner`) starts `python -m harness.child RUN_DIR` for each test. The child
+writes the LoadGen logs, `records.csv` and `child.json` into RUN_DIR; on a harness error it
+writes `error.json` and exits 2, so the parent can report one clear line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from backends.base import LoadContext
+from harness import registry
+from harness.config import RunConfig, validate_backend_options
+from harness.errors import HarnessError
+from harness.loadgen_settings import build_test_settings, merged_conf_text
+from harness.records import RecordWriter
+from harness.sysinfo import usable_cores
+
+CHILD_FILE = "child.json"
+ERROR_FILE = "error.json"
+
+
+def resolve_workers(config: RunConfig, kind: str) -> tuple[int, int]:
+    """(workers, threads per backend call) such that workers x threads <= cores."""
+    cores = usable_cores()
+    workers = config.workers or 1
+    return workers, max(1, cores // workers)
+
+
+class Progress:
+    """A one-line live status on a terminal: elapsed vs min duration, queries, rate."""
+
+    def __init__(self, min_duration_s: float | None) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.min_duration_s = min_duration_s
+        self.start = time.monotonic()
+        self._last = (self.start, 0)
+
+    def __call__(self, written: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        t0, n0 = self._last
+        rate = (written - n0) / (now - t0) if now > t0 else 0.0
+        self._last = (now, written)
+        target = f" / {self.min_duration_s:g} s min" if self.min_duration_s else ""
+        sys.stderr.write(f"\r  {now - self.start:6.1f} s{target} | {written:>9,d} samples done | {rate:>10,.0f}/s ")
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def run_test(run_dir: Path) -> dict[str, Any]:
+    import mlperf_loadgen as lg
+
+    config = RunConfig(**yaml.safe_load((run_dir / "run.yaml").read_text()))
+    backend_cls = registry.get(config.backend)
+    options = validate_backend_options(config, backend_cls.Options)
+    workers, threads = resolve_workers(config, backend_cls.kind)
+    backend = backend_cls(options)
+    t0 = time.perf_counter()
+    backend.load(LoadContext(config.model, config.max_batch, config.scenario, config.seed, threads))
+    load_s = time.perf_counter() - t0
+
+    if backend_cls.kind == "generative":
+        from harness.sut_streaming import build_streaming  # the HTTP/LLM path
+
+        dataset, sut_factory = build_streaming(config, backend, workers)
+    else:
+        from harness.datasets import build_tensor_dataset
+
+        dataset = build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
+        sut_factory = None
+
+    if getattr(dataset, "labels", None) is not None:
+        import numpy as np
+
+        np.save(run_dir / "labels.npy", np.asarray(dataset.labels))
+
+    t0 = time.perf_counter()
+    response_format = None
+    if backend_cls.kind != "generative":
+        sample = dataset.materialize(0)
+        batch = {k: v[None] for k, v in sample.items()}
+        backend.warmup(batch)
+        first = backend.predict(batch)[0]
+        response_format = {"dtype": str(first.dtype), "shape": list(first.shape[1:])}
+    warmup_s = time.perf_counter() - t0
+
+    progress = Progress(config.min_duration_s)
+    records = RecordWriter(run_dir, on_flush=progress)
+    return_outputs = config.mode in ("AccuracyOnly", "SubmissionRun") or bool(config.accuracy_log_probability)
+    if sut_factory is None:
+        from harness.sut import TensorSUT
+
+        sut = TensorSUT(
+            backend,
+            dataset,
+            records,
+            lg.QuerySamplesComplete,
+            lg.QuerySampleResponse,
+            workers=workers,
+            max_batch=config.max_batch,
+            batch_timeout_ms=config.batch_timeout_ms,
+            return_outputs=return_outputs,
+        )
+    else:
+        sut = sut_factory(records, return_outputs)
+
+    conf_text = merged_conf_text(config)
+    conf_path = None
+    if conf_text is not None:
+        conf_path = run_dir / "loaded.conf"
+        conf_path.write_text(conf_text)
+    settings = build_test_settings(lg, config, conf_path)
+    log_settings = lg.LogSettings()
+    log_settings.log_output.outdir = str(run_dir)
+    log_settings.log_output.copy_summary_to_stdout = False
+    log_settings.enable_trace = config.enable_trace
+
+    perf_count = min(len(dataset), config.performance_sample_count or len(dataset))
+    loaded_at = [0]
+
+    def load(indices: list[int]) -> None:
+        dataset.load(indices)
+        loaded_at[0] = time.perf_counter_ns()
+
+    qsl = lg.ConstructQSL(len(dataset), perf_count, load, dataset.unload)
+    lg_sut = lg.ConstructSUT(sut.issue, sut.flush)
+    sut.start()
+    t0 = time.perf_counter()
+    try:
+        lg.StartTestWithLogSettings(lg_sut, qsl, settings, log_settings, str(run_dir / "audit.config"))
+    finally:
+        test_s = time.perf_counter() - t0
+        sut.stop()
+        records.close()
+        progress.finish()
+        lg.DestroySUT(lg_sut)
+        lg.DestroyQSL(qsl)
+        backend.close()
+    return {
+        "status": "complete",
+        "load_s": load_s,
+        "warmup_s": warmup_s,
+        "test_s": test_s,
+        "workers": workers,
+        "threads_per_worker": threads,
+        "records_written": records.written,
+        "qsl_loaded_ns": loaded_at[0],
+        "response_format": response_format,
+        "backend": backend.describe(),
+        "dataset": {**dataset.describe(), "sha256": dataset.fingerprint(), "performance_sample_count": perf_count},
+    }
+
+
+def main(argv: list[str]) -> int:
+    run_dir = Path(argv[0])
+    try:
+        info = run_test(run_dir)
+    except HarnessError as e:
+        (run_dir / ERROR_FILE).write_text(json.dumps({"type": type(e).__name__, "message": str(e), "exit_code": e.exit_code}))
+        return 2
+    except BaseException as e:  # noqa: BLE001 - report anything, with its traceback, to the parent
+        (run_dir / ERROR_FILE).write_text(
+            json.dumps({"type": type(e).__name__, "message": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
+        )
+        return 1
+    (run_dir / CHILD_FILE).write_text(json.dumps(info, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

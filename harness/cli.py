@@ -1,0 +1,153 @@
+"""Command line: parse, build the config, call one library function, map errors to exits."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from harness.errors import HarnessError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        debug = click.get_current_context().find_root().params.get("debug", False)
+        try:
+            return fn(*args, **kwargs)
+        except HarnessError as e:
+            if debug:
+                traceback.print_exc()
+            err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+            sys.exit(e.exit_code)
+
+    return wrapper
+
+
+@click.group()
+@click.option("--debug", is_flag=True, help="show tracebacks")
+@click.version_option(package_name="loadgen-harness")
+def main(debug: bool) -> None:
+    """MLPerf LoadGen benchmarks over ONNX Runtime, PyTorch and HTTP backends."""
+
+
+def demo_configs() -> list[Any]:
+    """`harness run` with no arguments: the embedded model, Offline + SingleStream + accuracy."""
+    from harness.config import RunConfig
+    from harness.embedded import default_model
+
+    model = str(default_model())
+    common = dict(backend="onnxruntime", model=model, dataset="digits", name="demo", min_duration_s=5.0)
+    return [
+        RunConfig(**common, scenario="Offline", max_batch=64, offline_expected_qps=200_000),
+        RunConfig(**common, scenario="SingleStream", single_stream_expected_latency_ms=0.05, min_query_count=1000),
+        RunConfig(**common, scenario="Offline", mode="AccuracyOnly", max_batch=64),
+    ]
+
+
+@main.command()
+@click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML")
+@click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]))
+@click.option("--mode", type=click.Choice(["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]))
+@click.option("--backend")
+@click.option("--model")
+@click.option("--dataset", help="synthetic[:n=N,seed=S] | digits | DIR of .npy/.npz")
+@click.option("--name")
+@click.option("--mlperf-conf", type=click.Path(path_type=Path))
+@click.option("--user-conf", type=click.Path(path_type=Path))
+@click.option("--benchmark", help="model name the conf files are keyed by (e.g. resnet50)")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="any run or backend setting")
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print summary.json instead of the table")
+@_handle_errors
+def run(
+    config_file: Path | None,
+    scenario: str | None,
+    mode: str | None,
+    backend: str | None,
+    model: str | None,
+    dataset: str | None,
+    name: str | None,
+    mlperf_conf: Path | None,
+    user_conf: Path | None,
+    benchmark: str | None,
+    overrides: tuple[str, ...],
+    output_dir: Path,
+    as_json: bool,
+) -> None:
+    """Run one LoadGen test (no arguments: the embedded demo)."""
+    from harness import registry, runner
+    from harness.config import build_config
+    from harness.terminal import render
+
+    cli_values = dict(
+        scenario=scenario,
+        mode=mode,
+        backend=backend,
+        model=model,
+        dataset=dataset,
+        name=name,
+        mlperf_conf=str(mlperf_conf) if mlperf_conf else None,
+        user_conf=str(user_conf) if user_conf else None,
+        benchmark=benchmark,
+    )
+    if config_file is None and not overrides and all(v is None for v in cli_values.values()):
+        configs = demo_configs()
+    else:
+        configs = [build_config(config_file, overrides, cli_values, registry.option_names)]
+    worst = 0
+    for config in configs:
+        outcome = runner.run(config, output_dir)
+        if as_json:
+            console.print_json(json.dumps(outcome.summary))
+        else:
+            render(outcome.summary, console, str(outcome.run_dir))
+        if outcome.summary["status"] != "complete":
+            worst = max(worst, 3)
+    sys.exit(worst)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@_handle_errors
+def report(run_dir: Path) -> None:
+    """Show a finished run from its results folder."""
+    from harness.report_io import load_summary
+    from harness.terminal import render
+
+    render(load_summary(run_dir), console, str(run_dir))
+
+
+@main.command()
+@_handle_errors
+def backends() -> None:
+    """Installed backends, their options, and whether they can run here."""
+    from rich.table import Table
+
+    from harness import registry
+
+    table = Table("backend", "available", "options", "entry point")
+    for name in registry.names():
+        bi = registry.info(name)
+        if bi.available and bi.cls is not None:
+            avail = "[green]yes[/]"
+        elif bi.cls is not None and bi.missing:
+            avail = f"[red]no[/]: needs {', '.join(bi.missing)} — {bi.cls.install_hint or 'pip install ' + ' '.join(bi.missing)}"
+        else:
+            avail = f"[red]no[/]: {bi.error}"
+        opts = ""
+        if bi.cls is not None:
+            fields = bi.cls.Options.model_fields
+            opts = ", ".join(f"{k}={f.default!r}" if f.default_factory is None else k for k, f in fields.items())
+        table.add_row(name, avail, opts, bi.target)
+    console.print(table)

@@ -1,0 +1,82 @@
+"""LoadGen's verdict in plain words, with the setting to change and a value to change it to."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _round_sig(x: float) -> float:
+    if x <= 0 or not math.isfinite(x):
+        return x
+    digits = 2 - int(math.floor(math.log10(x)))
+    return round(x, max(digits, 0)) if digits > 0 else float(round(x, digits))
+
+
+def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(reasons, fixes) for an INVALID run; both empty for a VALID one."""
+    reasons: list[str] = []
+    fixes: list[str] = []
+    if lg.get("result_validity") != "INVALID":
+        return reasons, fixes
+    eff = {k.removeprefix("effective_"): v for k, v in lg.items() if k.startswith("effective_")}
+    min_dur_s = (eff.get("min_duration_ms") or 0) / 1e3
+    rate = ours.get("throughput_per_s") or 0.0
+    if lg.get("result_min_duration_met") is False:
+        if scenario == "Offline":
+            reasons.append(
+                f"the Offline query ran out of samples before min_duration ({min_dur_s:g} s): LoadGen issues "
+                f"1.1 x offline_expected_qps ({eff.get('target_qps')}) x min_duration samples, and the SUT "
+                f"finished them faster ({rate:,.0f} samples/s)"
+            )
+            fixes.append(f"raise offline_expected_qps to ≈ {_round_sig(rate * 1.1):g}")
+        elif scenario in ("SingleStream", "MultiStream"):
+            key = "single_stream_expected_latency_ms" if scenario == "SingleStream" else "multi_stream_expected_latency_ms"
+            p50 = ours.get("latency_ms", {}).get("p50") or 0
+            reasons.append(
+                f"too few queries were pre-generated to fill min_duration ({min_dur_s:g} s): LoadGen sizes them "
+                f"from the expected latency ({(eff.get('target_latency_ns') or 0) / 1e6:g} ms) and the SUT was faster"
+            )
+            fixes.append(f"lower {key} to ≈ {_round_sig(max(p50, 1e-3)):g}")
+        else:
+            reasons.append(f"the run ended before min_duration ({min_dur_s:g} s)")
+            fixes.append("raise max_duration_s or max_query_count (0 means no limit), or lower min_duration_s")
+    if lg.get("result_min_queries_met") is False:
+        reasons.append(f"fewer queries than min_query_count ({eff.get('min_query_count')}) completed")
+        fixes.append("raise min_duration_s, or lower min_query_count")
+    if lg.get("result_perf_constraints_met") is False and scenario == "Server":
+        target_ms = (eff.get("target_latency_ns") or 0) / 1e6
+        pct = eff.get("target_latency_percentile") or 0.99
+        key = f"result_{pct * 100:.2f}_percentile_latency_ns"
+        got_ms = (lg.get(key) or 0) / 1e6
+        target_qps = eff.get("target_qps") or 0
+        completed = lg.get("result_completed_samples_per_sec") or rate
+        reasons.append(
+            f"the {pct * 100:g}th percentile latency {got_ms:.3g} ms exceeds the {target_ms:g} ms bound at "
+            f"{target_qps:g} QPS offered"
+        )
+        if target_qps and completed < 0.95 * target_qps:
+            reasons.append(f"the SUT completed only {completed:,.0f} samples/s of the {target_qps:g} offered: it is saturated")
+            fixes.append(f"lower target_qps to ≈ {_round_sig(completed * 0.9):g}")
+        else:
+            fixes.append(f"lower target_qps to ≈ {_round_sig(target_qps * 0.8):g}, or raise target_latency_ms")
+    if lg.get("result_perf_constraints_met") is False and scenario != "Server":
+        reasons.append("LoadGen's performance constraints were not met")
+    if lg.get("early_stopping_met") is False:
+        text = str(lg.get("early_stopping_result", "")).strip()
+        reasons.append(f"early stopping could not bound the percentile: {text}")
+        need = _need_queries(text)
+        fixes.append(f"raise min_query_count to ≥ {need}" if need else "run longer: raise min_duration_s")
+    if not reasons:
+        why = lg.get("result_invalid_reason") or "LoadGen gave no reason"
+        reasons.append(str(why).strip())
+    return reasons, fixes
+
+
+def _need_queries(text: str) -> int | None:
+    marker = "at least "
+    i = text.find(marker + "", text.find("Need to process"))
+    if "Need to process" not in text or i < 0:
+        return None
+    digits = "".join(ch for ch in text[i + len(marker) :].split()[0] if ch.isdigit())
+    return int(digits) if digits else None

@@ -1,0 +1,131 @@
+"""The parent side of a run: results folder, child process, summary.
+
+    RunConfig -> results/<timestamp>-<name>/ (run.yaml, system.json, manifest.json)
+              -> `python -m harness.child DIR` (one LoadGen test)
+              -> summary.json, built from the folder alone
+
+If the child crashes or is killed, the folder is still completed: summary.json says
+"incomplete" with the reason, and holds every record written so far.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import __version__, registry
+from harness.config import RunConfig, validate_backend_options
+from harness.embedded import sha256_file
+from harness.errors import HarnessError, OutputError, RunError
+from harness.summary import write_summary
+from harness.sysinfo import describe_system
+
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    summary: dict[str, Any]
+
+
+def resolve(config: RunConfig) -> RunConfig:
+    """Checks that need no model load, and paths made absolute so run.yaml re-runs anywhere here."""
+    backend_cls = registry.get(config.backend)
+    validate_backend_options(config, backend_cls.Options)
+    updates: dict[str, Any] = {}
+    for key in ("model", "mlperf_conf", "user_conf"):
+        value = getattr(config, key)
+        if value and Path(value).exists():
+            updates[key] = str(Path(value).resolve())
+        elif value and key != "model":
+            raise OutputError(f"{key}: file {value} does not exist")
+    kind, _, rest = config.dataset.partition(":")
+    if kind == "npy" or (not rest and Path(config.dataset).exists()):
+        path = rest if kind == "npy" else config.dataset
+        updates["dataset"] = f"npy:{Path(path).resolve()}"
+    return config.model_copy(update=updates) if updates else config
+
+
+def _new_run_dir(root: Path, name: str, scenario: str) -> Path:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot create output dir {root}: {e.strerror}; pass --output-dir DIR") from e
+    if not os.access(root, os.W_OK):
+        raise OutputError(f"output dir {root} is not writable; pass --output-dir DIR")
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = root / f"{stamp}-{name}-{scenario}"
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+
+
+def _manifest(config: RunConfig, run_dir: Path) -> dict[str, Any]:
+    files: dict[str, str] = {"run.yaml": sha256_file(run_dir / "run.yaml")}
+    for key in ("model", "mlperf_conf", "user_conf"):
+        value = getattr(config, key)
+        if value and Path(value).is_file():
+            files[key] = sha256_file(Path(value))
+    return {
+        "harness_version": __version__,
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "sha256": files,
+    }
+
+
+def run(config: RunConfig, output_root: Path) -> RunOutcome:
+    config = resolve(config)
+    run_dir = _new_run_dir(output_root, config.name, config.scenario)
+    (run_dir / "run.yaml").write_text(config.to_yaml())
+    (run_dir / "system.json").write_text(json.dumps(describe_system(), indent=2))
+    manifest = _manifest(config, run_dir)
+    (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
+
+    status: dict[str, Any] = {"started_utc": manifest["started_utc"], "status": "complete"}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.child", str(run_dir)])
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        status.update(status="incomplete", reason="interrupted by the user")
+    error = _child_error(run_dir)
+    if rc != 0 and status["status"] == "complete":
+        if rc < 0:
+            why = f"the test process was killed by signal {signal.Signals(-rc).name}"
+        elif error:
+            why = error["message"]
+        else:
+            why = f"the test process exited with code {rc}"
+        status.update(status="incomplete", reason=why)
+    summary = write_summary(run_dir, status)
+    if error and error.get("exit_code") == 2 and not summary["harness"].get("samples"):
+        # A configuration or model problem found before the test started: one clear line.
+        err = HarnessError(f"{error['message']} (results folder: {run_dir})")
+        raise err
+    if status["status"] != "complete" and error and "traceback" in error:
+        raise RunError(f"{status['reason']} (traceback in {run_dir / 'error.json'})")
+    return RunOutcome(run_dir, summary)
+
+
+def _child_error(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / "error.json"
+    return json.loads(path.read_text()) if path.exists() else None
