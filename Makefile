@@ -1,0 +1,30 @@
+# Two commands on a fresh clone: `make run` and `make test`. Both bootstrap .venv.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The CPU wheel of torch lies on this machine's disk; a bare `torch` would pull a CUDA build.
+TORCH_PIN := torch==2.13.0
+
+.PHONY: run test install install-test bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+install-test: install
+	$(BIN)/pip install -q -e '.[test]' $(TORCH_PIN)
+
+run: install
+	$(BIN)/harness run
+
+test: install-test
+	$(BIN)/python -m pytest -q
+
+bench: install-test
+	$(BIN)/python benchmarks/bench_core.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
