@@ -73,7 +73,9 @@ class Backend:
     Options: ClassVar[type[BackendOptions]] = BackendOptions
     requires: ClassVar[tuple[str, ...]] = ()
     install_hint: ClassVar[str] = ""
-    #: "tensor" backends implement `predict`; "generative" ones implement `stream`.
+    #: "tensor" backends implement `predict` and are served by worker threads
+    #: (harness.sut); any other kind ("async", "generative") is served by an event loop
+    #: (harness.sut_streaming) and implements `stream`.
     kind: ClassVar[str] = "tensor"
 
     def __init__(self, options: BackendOptions) -> None:

@@ -73,8 +73,8 @@ def run_test(run_dir: Path) -> dict[str, Any]:
     backend.load(LoadContext(config.model, config.max_batch, config.scenario, config.seed, threads))
     load_s = time.perf_counter() - t0
 
-    if backend_cls.kind == "generative":
-        from harness.sut_streaming import build_streaming  # the HTTP/LLM path
+    if backend_cls.kind != "tensor":
+        from harness.sut_streaming import build_streaming  # the async (HTTP) and generative path
 
         dataset, sut_factory = build_streaming(config, backend, workers)
     else:
@@ -90,7 +90,7 @@ def run_test(run_dir: Path) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     response_format = None
-    if backend_cls.kind != "generative":
+    if backend_cls.kind == "tensor":
         sample = dataset.materialize(0)
         batch = {k: v[None] for k, v in sample.items()}
         backend.warmup(batch)
