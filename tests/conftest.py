@@ -1,0 +1,34 @@
+"""Shared test helpers: real LoadGen runs in a temporary results root."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness import runner  # noqa: E402
+from harness.config import RunConfig  # noqa: E402
+
+
+@pytest.fixture
+def run_harness(tmp_path: Path):
+    """Run one real LoadGen test in a child process; returns (run_dir, summary)."""
+
+    def _run(**settings: Any) -> tuple[Path, dict[str, Any]]:
+        outcome = runner.run(RunConfig(**settings), tmp_path / "results")
+        return outcome.run_dir, outcome.summary
+
+    return _run
+
+
+@pytest.fixture(scope="session")
+def embedded_model() -> Path:
+    from harness.embedded import default_model
+
+    return default_model()

@@ -1,0 +1,165 @@
+"""Every scenario and mode under the real LoadGen; the harness's figures must equal LoadGen's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.records import read_records
+
+SYN = "synthetic"
+
+
+def _agree(summary: dict, key: str, tol: float) -> None:
+    ratio = summary["agreement"][key]
+    assert ratio is not None, f"no agreement figure for {key}"
+    assert abs(ratio - 1) <= tol, f"{key}: harness/LoadGen = {ratio:.4f}, tolerance {tol}"
+
+
+def _agree_latency(summary: dict, k: str, rel: float, abs_ms: float) -> None:
+    """Server latencies differ by LoadGen's issue delay (its stamp precedes our callback)."""
+    ours = summary["harness"]["latency_ms"][k]
+    lg = summary["loadgen"]["latency_ms"][k]
+    assert ours <= lg * 1.01, f"{k}: harness {ours} ms above LoadGen's {lg} ms"
+    assert lg - ours <= max(rel * lg, abs_ms), f"{k}: harness {ours} ms vs LoadGen {lg} ms"
+
+
+def test_single_stream_fixed_service_time_is_reported_exactly(run_harness):
+    run_dir, s = run_harness(
+        backend=SYN,
+        scenario="SingleStream",
+        backend_options={"service_time_ms": 2.0},
+        min_duration_s=1.0,
+        single_stream_expected_latency_ms=2.0,
+        min_query_count=200,
+    )
+    assert s["status"] == "complete"
+    assert s["validity"]["result"] == "VALID", s["validity"]
+    ours, lg = s["harness"], s["loadgen"]
+    assert ours["samples"] == lg["query_count"] >= 200
+    assert ours["failed"] == 0 and ours["success_rate"] == 1.0
+    # Ground truth: 2 ms of sleep. Sleep overshoots by tens of microseconds, never less.
+    assert 2.0 <= ours["service_ms"]["p50"] <= 2.0 * 1.05
+    assert 2.0 <= ours["latency_ms"]["p50"] <= 2.0 * 1.06
+    for k in ("latency_p50", "latency_p90", "latency_p99"):
+        _agree(s, k, 0.03)
+    _agree(s, "throughput", 0.02)
+    assert lg["early_stopping_latency_ms"]["single_stream"] >= lg["latency_ms"]["p90"] * 0.99
+
+
+def test_server_is_valid_and_agrees_with_loadgen(run_harness):
+    run_dir, s = run_harness(
+        backend=SYN,
+        scenario="Server",
+        backend_options={"service_time_ms": 1.0},
+        workers=2,
+        target_qps=400,
+        target_latency_ms=50,
+        min_duration_s=2.0,
+        min_query_count=500,
+    )
+    assert s["validity"]["result"] == "VALID", s["validity"]
+    ours, lg = s["harness"], s["loadgen"]
+    assert ours["samples"] == lg["query_count"]
+    assert abs(lg["throughput_per_s"] - 400) / 400 < 0.15  # Poisson arrivals around the target
+    _agree(s, "throughput", 0.02)
+    _agree_latency(s, "p50", 0.03, 0.25)
+    _agree_latency(s, "p99", 0.05, 0.5)
+    assert 0 <= s["agreement"]["issue_delay_ms"] < 0.5
+    assert s["loadgen"]["effective_settings"]["target_qps"] == 400
+
+
+def test_offline_batches_and_agrees_with_loadgen(run_harness):
+    run_dir, s = run_harness(
+        backend=SYN,
+        scenario="Offline",
+        backend_options={"per_sample_ms": 0.1},  # 10 k samples/s at any batch size
+        max_batch=32,
+        offline_expected_qps=10_000,
+        min_duration_s=1.0,
+    )
+    assert s["validity"]["result"] == "VALID", s["validity"]
+    ours = s["harness"]
+    assert ours["samples"] == 11_000  # LoadGen issues 1.1 x expected_qps x min_duration
+    assert ours["mean_batch_size"] > 31
+    assert 8_000 < s["loadgen"]["throughput_per_s"] < 10_100
+    _agree(s, "throughput", 0.03)
+    rec = read_records(run_dir).columns
+    assert len(np.unique(rec["query_id"])) == 11_000
+
+
+def test_multistream_query_latency_agrees(run_harness):
+    run_dir, s = run_harness(
+        backend=SYN,
+        scenario="MultiStream",
+        backend_options={"service_time_ms": 2.0},
+        multi_stream_samples_per_query=8,
+        max_batch=8,
+        multi_stream_expected_latency_ms=2.0,
+        min_duration_s=1.0,
+        min_query_count=700,
+    )
+    ours = s["harness"]
+    assert ours["samples"] == 8 * s["loadgen"]["query_count"]
+    assert ours["mean_batch_size"] == pytest.approx(8.0)
+    for k in ("query_latency_p50", "query_latency_p99"):
+        _agree(s, k, 0.03)
+    assert s["validity"]["result"] == "VALID", s["validity"]
+
+
+def test_accuracy_mode_scores_the_embedded_model_exactly(run_harness, embedded_model):
+    import onnxruntime as ort
+
+    from harness.embedded import digits_test_split
+
+    run_dir, s = run_harness(
+        backend="onnxruntime",
+        model=str(embedded_model),
+        dataset="digits",
+        scenario="Offline",
+        mode="AccuracyOnly",
+        max_batch=16,
+    )
+    x, y = digits_test_split()
+    truth = (ort.InferenceSession(str(embedded_model)).run(None, {"image": x})[0].argmax(1) == y).mean()
+    acc = s["accuracy"]
+    assert acc["metric"] == "top1"
+    assert acc["scored_samples"] == len(y)
+    assert acc["value"] == pytest.approx(truth)
+    assert acc["value"] > 0.9
+    assert json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+
+
+def test_find_peak_performance_runs_loadgen_search(run_harness):
+    run_dir, s = run_harness(
+        backend=SYN,
+        scenario="Server",
+        mode="FindPeakPerformance",
+        backend_options={"service_time_ms": 1.0},
+        target_qps=200,
+        target_latency_ms=20,
+        min_duration_s=0.5,
+        min_query_count=100,
+    )
+    assert s["status"] == "complete"
+    assert s["loadgen"]["effective_settings"]["test_mode"] in ("FindPeakPerformance", 3)
+    assert s["harness"]["samples"] > 0
+
+
+def test_performance_sample_count_limits_the_loaded_set(run_harness):
+    run_dir, s = run_harness(
+        backend=SYN,
+        scenario="Offline",
+        dataset="synthetic:n=512",
+        performance_sample_count=64,
+        backend_options={"per_sample_ms": 0.05},
+        max_batch=16,
+        offline_expected_qps=2000,
+        min_duration_s=0.2,
+    )
+    rec = read_records(run_dir).columns
+    assert len(np.unique(rec["sample_index"])) <= 64
+    assert s["loadgen"]["effective_settings"]["performance_sample_count"] == 64
+    assert s["dataset"]["count"] == 512
