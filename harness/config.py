@@ -217,9 +217,18 @@ def build_config(
             origin[f"backend_options.{key}"] = "--set"
         data["backend_options"] = opts
     try:
-        return RunConfig(**data)
+        config = RunConfig(**data)
     except ValidationError as e:
         raise ConfigError(_explain(e, origin, source)) from e
+    if backend_option_names and config.backend_options:
+        names = list(backend_option_names(config.backend))
+        for key in config.backend_options:
+            if names and key not in names:
+                where = origin.get(f"backend_options.{key}", source)
+                raise ConfigError(
+                    f"{where}: backend {config.backend!r} has no option {key!r}{_closest(key, names)}"
+                )
+    return config
 
 
 def _explain(e: ValidationError, origin: dict[str, str], source: str) -> str:
