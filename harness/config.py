@@ -84,6 +84,8 @@ class RunConfig(BaseModel):
     performance_issue_same_index: int | None = Field(None, ge=0)
     sample_concatenate_permutation: bool | None = None
 
+    cost: dict[str, Any] | None = Field(None, description="price sheet, see docs/cost.md")
+
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
         if self.max_duration_s and self.min_duration_s and self.max_duration_s < self.min_duration_s:
