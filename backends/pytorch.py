@@ -1,0 +1,523 @@
+"""PyTorch: eager or compiled, fp32/bf16/fp16, on the device asked for and no other.
+
+Model sources, told apart by what `--model` names:
+    mypkg.models:build   a callable returning an nn.Module (also path/to/file.py:build);
+                         `weights` loads a state_dict into it, `model_kwargs` are its arguments
+    model.pt / .ts       a TorchScript archive (torch.jit.save)
+    model.pt2            a torch.export program (torch.export.save)
+Files are recognised by their contents, not their suffix, so a state_dict passed as the
+model gets an error that says what it is and where it belongs.
+
+The input signature comes from the `input_shape`/`input_dtype`/`input_name` options, else
+from the model: a .pt2 program carries one, and an nn.Module may carry `example_inputs`
+(a tensor or tuple of tensors, batch dimension first).
+
+torch is imported inside methods only: without it `harness backends` still lists this
+backend, as unavailable, with the install command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from backends.base import Backend, BackendOptions, Batch, LoadContext, Outputs, TensorSpec
+from harness.errors import BackendError, ConfigError, ModelError
+
+if TYPE_CHECKING:
+    import torch
+
+_NUMPY_DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
+_PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+class PyTorchOptions(BackendOptions):
+    device: str = Field(
+        "cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$", description="cpu, cuda, cuda:N or mps; unavailable is an error"
+    )
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision_mode: Literal["autocast", "convert"] = Field(
+        "autocast", description="autocast: ops run in bf16/fp16 where torch deems it safe; convert: weights and inputs cast"
+    )
+    threads: int | None = Field(None, ge=1, description="torch intra-op threads; default: cores / workers")
+    inference_mode: bool = Field(True, description="torch.inference_mode(); false: torch.no_grad()")
+    channels_last: bool = Field(False, description="4-D weights and inputs in NHWC memory format")
+    compile: Literal["off", "default", "reduce-overhead", "max-autotune"] = Field(
+        "off", description="torch.compile mode; compiled before the test, at the max_batch shape"
+    )
+    weights: str | None = Field(None, description="state_dict file for a module:function model")
+    model_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the module:function")
+    input_shape: tuple[int, ...] | None = Field(None, description="per-sample input shape, without the batch dim")
+    input_dtype: Literal["float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool"] | None = None
+    input_name: str | None = Field(None, description="name of the single input; default: forward()'s argument name")
+    warmup_runs: int = Field(3, ge=0, description="predictions at max_batch before the test")
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _yaml_bool(cls, v: Any) -> Any:
+        # YAML reads `--set compile=off` as False and `on` as True.
+        if v is False:
+            return "off"
+        if v is True:
+            return "default"
+        return v
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model from any source, before device, precision and compile are applied."""
+
+    module: Any  # torch.nn.Module, ScriptModule or the GraphModule of an ExportedProgram
+    source: Literal["callable", "torchscript", "export"]
+    declared: list[TensorSpec] | None  # the signature the model itself carries, if any
+    weights_sha256: str | None = None
+
+
+class PyTorchBackend(Backend):
+    name = "pytorch"
+    Options = PyTorchOptions
+    options: PyTorchOptions
+    requires = ("torch",)
+    install_hint = "pip install 'loadgen-harness[pytorch]'"
+
+    # --- load ----------------------------------------------------------------------------
+    def load(self, ctx: LoadContext) -> None:
+        import torch
+
+        o = self.options
+        self._torch = torch
+        self._model_ref = ctx.model
+        self.device = resolve_device(o.device)
+        self.threads = o.threads or ctx.threads
+        torch.set_num_threads(self.threads)
+        if o.precision == "fp16" and o.precision_mode == "autocast" and self.device.type == "mps":
+            raise ConfigError("precision fp16 with precision_mode autocast is not supported on mps: use precision_mode=convert")
+        t0 = time.perf_counter()
+        loaded = load_model(ctx.model, o, ctx.seed)
+        if loaded.source == "torchscript" and o.compile != "off":
+            raise ConfigError(
+                f"compile={o.compile} cannot trace a TorchScript model ({ctx.model}); use compile=off, "
+                "or give the model as module:function or a .pt2 program"
+            )
+        self.source = loaded.source
+        self.weights_sha256 = loaded.weights_sha256
+        self._specs = self._signature(loaded, ctx.model)
+        module = loaded.module
+        module = module.eval() if hasattr(module, "eval") else module
+        dtype = getattr(torch, _PRECISIONS[o.precision])
+        self._convert = dtype if o.precision != "fp32" and o.precision_mode == "convert" else None
+        self._autocast = dtype if o.precision != "fp32" and o.precision_mode == "autocast" else None
+        module = module.to(self.device)
+        if self._convert is not None:
+            module = module.to(self._convert)
+        if o.channels_last:
+            module = module.to(memory_format=torch.channels_last)
+        self.module = module
+        self.load_model_s = time.perf_counter() - t0
+
+        # A model traced with a fixed batch only runs at that batch; a compiled one is
+        # compiled once at max_batch. Both get smaller batches padded up to that size, so
+        # no shape ever reaches the model (and no recompile happens) during the test.
+        batch_dim = self._specs[0].shape[0]
+        if isinstance(batch_dim, int):
+            if ctx.max_batch > batch_dim:
+                raise ConfigError(
+                    f"{ctx.model} was exported with a fixed batch of {batch_dim} but max_batch is "
+                    f"{ctx.max_batch}: set max_batch<={batch_dim}, or export with a dynamic batch "
+                    "(dynamic_shapes={'x': {0: torch.export.Dim('batch')}})"
+                )
+            self.pad_to: int | None = batch_dim
+        else:
+            self.pad_to = ctx.max_batch if o.compile != "off" else None
+        self.max_batch = self.pad_to or ctx.max_batch
+        self._fn = module
+        if o.compile != "off":
+            self._fn = torch.compile(module, mode=o.compile, dynamic=False)
+
+        # One prediction on zeros now: a wrong input shape, a dtype the model refuses or a
+        # compile failure is reported at load, in one line, not as failed samples later.
+        zeros = {s.name: np.zeros((1, *s.sample_shape()), dtype=s.dtype) for s in self._specs}
+        t0 = time.perf_counter()
+        try:
+            probe = self.predict(zeros)
+        except Exception as e:  # torch raises RuntimeError, TypeError, inductor errors...
+            raise ModelError(self._probe_failure(e)) from e
+        self.compile_s = time.perf_counter() - t0 if o.compile != "off" else None
+        self._outputs = [
+            TensorSpec(f"output_{i}" if len(probe) > 1 else "output", (None, *a.shape[1:]), str(a.dtype))
+            for i, a in enumerate(probe)
+        ]
+        self.warmup_s: float | None = None
+
+    def _signature(self, loaded: LoadedModel, ref: str | None) -> list[TensorSpec]:
+        o = self.options
+        if o.input_shape is not None:
+            name = o.input_name or _forward_arg_names(loaded.module, 1)[0]
+            return [TensorSpec(name, (None, *o.input_shape), o.input_dtype or "float32")]
+        if not loaded.declared:
+            raise ConfigError(
+                f"model {ref} declares no input signature: set input_shape to one sample's shape "
+                "without the batch dim, e.g. --set input_shape=[3,224,224] (and input_dtype if not float32)"
+            )
+        specs = loaded.declared
+        if (o.input_name or o.input_dtype) and len(specs) == 1:
+            s = specs[0]
+            specs = [TensorSpec(o.input_name or s.name, s.shape, o.input_dtype or s.dtype)]
+        elif o.input_name or o.input_dtype:
+            raise ConfigError(
+                f"input_name/input_dtype rename a single input, but model {ref} has {len(specs)} "
+                f"inputs ({', '.join(s.name for s in specs)})"
+            )
+        return specs
+
+    def _probe_failure(self, e: Exception) -> str:
+        o = self.options
+        shapes = ", ".join(f"{s.name!r} {_fmt(s.shape)} {s.dtype}" for s in self._specs)
+        origin = "from input_shape/input_dtype" if o.input_shape is not None else "declared by the model"
+        where = f" with compile={o.compile}" if o.compile != "off" else ""
+        fix = (
+            "set input_shape (per sample, no batch dim) to what the model takes"
+            if o.input_shape is not None or self.source != "export"
+            else "check the exported program"
+        )
+        return f"model {self._model_ref} failed{where} on input {shapes} ({origin}): {_first_line(e)}; {fix}"
+
+    # --- the contract ----------------------------------------------------------------------
+    def inputs(self) -> list[TensorSpec]:
+        return list(self._specs)
+
+    def outputs(self) -> list[TensorSpec]:
+        return list(self._outputs)
+
+    def warmup(self, batch: Batch) -> None:
+        """Real samples at max_batch, so allocator, kernels (and CUDA graphs) are ready."""
+        t0 = time.perf_counter()
+        self.predict(batch)
+        full = {k: np.resize(v, (self.max_batch, *v.shape[1:])) for k, v in batch.items()}
+        for _ in range(self.options.warmup_runs):
+            self.predict(full)
+        self.warmup_s = time.perf_counter() - t0
+
+    def predict(self, batch: Batch) -> Outputs:
+        torch = self._torch
+        xs = [torch.from_numpy(np.ascontiguousarray(batch[s.name])) for s in self._specs]
+        n = xs[0].shape[0]
+        if self.pad_to is not None and n != self.pad_to:
+            if n > self.pad_to:
+                raise ValueError(f"batch of {n} exceeds the model's fixed batch of {self.pad_to}")
+            xs = [torch.cat([x, x.new_zeros((self.pad_to - n, *x.shape[1:]))]) for x in xs]
+        xs = [self._prepare(x) for x in xs]
+        grad = torch.inference_mode() if self.options.inference_mode else torch.no_grad()
+        amp = (
+            torch.autocast(self.device.type, dtype=self._autocast)
+            if self._autocast is not None
+            else contextlib.nullcontext()
+        )
+        with grad, amp:
+            out = self._fn(*xs)
+            if self.device.type == "cuda":
+                # Side streams included: predict returns only when the GPU is done.
+                torch.cuda.synchronize(self.device)
+        # numpy has no bfloat16, and one dtype keeps comparisons (parity, accuracy) simple:
+        # floating outputs come back as float32; integer/bool outputs (class ids, masks) keep theirs.
+        arrays = []
+        for t in _flatten(out, torch.Tensor):
+            t = t.detach()[:n]
+            if t.is_floating_point() and t.dtype != torch.float32:
+                t = t.float()
+            arrays.append(t.cpu().numpy())
+        return arrays
+
+    def _prepare(self, x: torch.Tensor) -> torch.Tensor:
+        if self.device.type != "cpu":
+            x = x.to(self.device)
+        if self._convert is not None and x.is_floating_point():
+            x = x.to(self._convert)
+        if self.options.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=self._torch.channels_last)
+        return x
+
+    def describe(self) -> dict[str, Any]:
+        torch = self._torch
+        o = self.options
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        if self.device.type == "cuda":
+            device_name = torch.cuda.get_device_name(self.device)
+        elif self.device.type == "cpu":
+            device_name = f"cpu ({torch.backends.cpu.get_cpu_capability()})"
+        else:
+            device_name = str(self.device)
+        params = list(self.module.parameters()) if hasattr(self.module, "parameters") else []
+        return {
+            "backend": self.name,
+            "engine": "torch",
+            "engine_version": torch.__version__,
+            "cuda_version": torch.version.cuda,
+            "cudnn_version": cudnn,
+            "device": str(self.device),
+            "device_name": device_name,
+            "model_source": self.source,
+            "weights_sha256": self.weights_sha256,
+            "parameters": int(sum(p.numel() for p in params)),
+            "parameter_dtype": str(params[0].dtype).removeprefix("torch.") if params else None,
+            "precision": o.precision,
+            "precision_mode": o.precision_mode if o.precision != "fp32" else None,
+            "compile": o.compile,
+            "compile_s": self.compile_s,
+            "padded_batch": self.pad_to,
+            "load_model_s": self.load_model_s,
+            "warmup_s": self.warmup_s,
+            "threads": torch.get_num_threads(),
+            "inference_mode": o.inference_mode,
+            "channels_last": o.channels_last,
+            "inputs": [s.__dict__ for s in self._specs],
+            "outputs": [s.__dict__ for s in self._outputs],
+        }
+
+    def close(self) -> None:
+        self._fn = self.module = None
+        if self.device.type == "cuda":
+            self._torch.cuda.empty_cache()
+
+
+# --- device -------------------------------------------------------------------------------
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device, or a BackendError: never a silent fallback to the CPU."""
+    import torch
+
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            why = (
+                f"this torch {torch.__version__} is a CPU-only build"
+                if torch.version.cuda is None
+                else "no CUDA GPU is visible (torch.cuda.device_count() is 0)"
+            )
+            raise BackendError(f"device {name} asked for, but {why}: use device=cpu, or run on a GPU machine with a CUDA build of torch")
+        index = int(name.partition(":")[2] or torch.cuda.current_device())
+        if index >= torch.cuda.device_count():
+            raise BackendError(f"device {name} asked for, but only {torch.cuda.device_count()} CUDA device(s) exist: use cuda:0..")
+        return torch.device("cuda", index)
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise BackendError("device mps asked for, but MPS is not available in this torch/machine: use device=cpu")
+    return torch.device(name)
+
+
+# --- model sources --------------------------------------------------------------------------
+
+
+def load_model(ref: str | None, options: PyTorchOptions, seed: int) -> LoadedModel:
+    if not ref:
+        raise ModelError("backend pytorch needs --model: module:function, a TorchScript file or a torch.export .pt2 file")
+    path = Path(ref)
+    if path.is_file():
+        if options.weights or options.model_kwargs:
+            raise ConfigError(
+                f"weights/model_kwargs apply to a module:function model, but {ref} is a file that holds its own weights"
+            )
+        return _load_file(path)
+    if ":" in ref:
+        return _load_callable(ref, options, seed)
+    raise ModelError(f"model {ref!r} is neither an existing file nor module:function (e.g. mypkg.models:build)")
+
+
+def _load_file(path: Path) -> LoadedModel:
+    import torch
+
+    try:
+        names = zipfile.ZipFile(path).namelist()
+    except (zipfile.BadZipFile, OSError) as e:
+        raise ModelError(f"{path} is not a TorchScript or torch.export (.pt2) archive ({e})") from e
+    if any(n.endswith("/archive_format") or n == "archive_format" for n in names):
+        try:
+            program = torch.export.load(str(path))
+        except Exception as e:
+            raise ModelError(f"torch.export.load cannot read {path}: {_first_line(e)}") from e
+        return LoadedModel(program.module(), "export", _export_signature(program))
+    if any("/code/" in n or n.endswith("constants.pkl") for n in names):
+        try:
+            module = torch.jit.load(str(path), map_location="cpu")
+        except Exception as e:
+            raise ModelError(f"torch.jit.load cannot read {path}: {_first_line(e)}") from e
+        return LoadedModel(module, "torchscript", _example_signature(module))
+    raise ModelError(
+        f"{path} is a plain torch.save file (a state_dict?), not a TorchScript or .pt2 program: "
+        f"pass the architecture as --model module:function and this file as --set weights={path}"
+    )
+
+
+def _import(module_part: str, ref: str) -> Any:
+    """A dotted module name, or a .py file given by path (no PYTHONPATH needed)."""
+    try:
+        if not module_part.endswith(".py"):
+            return importlib.import_module(module_part)
+        file = Path(module_part)
+        if not file.is_file():
+            raise ModelError(f"--model {ref}: file {file} does not exist")
+        spec = importlib.util.spec_from_file_location(f"_harness_model_{file.stem}", file)
+        if spec is None or spec.loader is None:
+            raise ModelError(f"--model {ref}: {file} cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    except ModelError:
+        raise
+    except ModuleNotFoundError as e:
+        raise ModelError(
+            f"--model {ref}: cannot import {module_part!r} ({e}); install it, add its folder to "
+            "PYTHONPATH, or name a file: path/to/file.py:function"
+        ) from e
+    except Exception as e:
+        raise ModelError(f"--model {ref}: importing {module_part!r} raised {type(e).__name__}: {_first_line(e)}") from e
+
+
+def _load_callable(ref: str, options: PyTorchOptions, seed: int) -> LoadedModel:
+    import torch
+
+    module_part, _, fn_name = ref.rpartition(":")
+    mod = _import(module_part, ref)
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        found = sorted(k for k, v in vars(mod).items() if callable(v) and not k.startswith("_"))
+        raise ModelError(f"--model {ref}: {module_part} has no callable {fn_name!r} (callables there: {', '.join(found) or 'none'})")
+    torch.manual_seed(seed)  # randomly initialised layers come out the same on every run
+    try:
+        module = fn(**options.model_kwargs)
+    except Exception as e:
+        raise ModelError(f"--model {ref}: calling {fn_name}(**model_kwargs) raised {type(e).__name__}: {_first_line(e)}") from e
+    if not isinstance(module, torch.nn.Module):
+        raise ModelError(f"--model {ref}: {fn_name}() returned {type(module).__name__}, not a torch.nn.Module")
+    digest = None
+    if options.weights:
+        digest = _load_weights(module, Path(options.weights), ref)
+    return LoadedModel(module, "callable", _example_signature(module), digest)
+
+
+def _load_weights(module: Any, path: Path, ref: str) -> str:
+    import torch
+
+    from harness.embedded import sha256_file
+
+    if not path.is_file():
+        raise ModelError(f"weights file {path} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ModelError(
+            f"cannot read weights {path}: {_first_line(e)}; save them with torch.save(model.state_dict(), path)"
+        ) from e
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]  # the usual training-checkpoint layout
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ModelError(f"weights {path} is not a state_dict (a mapping of names to tensors)")
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    wrong = [
+        f"{k} {tuple(state[k].shape)} in file vs {tuple(v.shape)} in module"
+        for k, v in expected.items()
+        if k in state and tuple(state[k].shape) != tuple(v.shape)
+    ]
+    if missing or unexpected or wrong:
+        parts = []
+        if missing:
+            parts.append(f"missing {_few(missing)}")
+        if unexpected:
+            parts.append(f"unexpected {_few(unexpected)}")
+        if wrong:
+            parts.append(f"shape mismatch {_few(wrong)}")
+        raise ModelError(
+            f"weights {path} do not fit the module built by {ref}: {'; '.join(parts)}; "
+            "check that --model builds the architecture the weights were saved from"
+        )
+    module.load_state_dict(state)
+    return sha256_file(path)
+
+
+# --- signatures -----------------------------------------------------------------------------
+
+
+def _numpy_dtype(dtype: Any) -> str:
+    name = str(dtype).removeprefix("torch.")
+    return name if name in _NUMPY_DTYPES else "float32"
+
+
+def _forward_arg_names(module: Any, count: int) -> list[str]:
+    names: list[str] = []
+    try:
+        schema = getattr(getattr(module, "forward", None), "schema", None)
+        if schema is not None:  # TorchScript
+            names = [a.name for a in schema.arguments if a.name != "self"]
+        else:
+            params = inspect.signature(module.forward).parameters.values()
+            names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError, AttributeError):
+        names = []
+    if len(names) < count:
+        names = ["input"] if count == 1 else [f"input_{i}" for i in range(count)]
+    return names[:count]
+
+
+def _example_signature(module: Any) -> list[TensorSpec] | None:
+    """From `module.example_inputs` (batch first), the convention torchbench models use."""
+    import torch
+
+    example = getattr(module, "example_inputs", None)
+    if example is None:
+        return None
+    tensors = (example,) if isinstance(example, torch.Tensor) else tuple(example)
+    if not tensors or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in tensors):
+        return None
+    names = _forward_arg_names(module, len(tensors))
+    return [TensorSpec(n, (None, *t.shape[1:]), _numpy_dtype(t.dtype)) for n, t in zip(names, tensors, strict=True)]
+
+
+def _export_signature(program: Any) -> list[TensorSpec]:
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    specs = []
+    for name in program.graph_signature.user_inputs:
+        val = placeholders[name].meta.get("val")
+        shape = tuple(d if isinstance(d, int) else None for d in val.shape)
+        specs.append(TensorSpec(name, shape, _numpy_dtype(val.dtype)))
+    return specs
+
+
+# --- outputs --------------------------------------------------------------------------------
+
+
+def _flatten(out: Any, tensor_type: type) -> list[Any]:
+    if isinstance(out, tensor_type):
+        return [out]
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in _flatten(v, tensor_type)]
+    if isinstance(out, (tuple, list)):
+        return [t for v in out for t in _flatten(v, tensor_type)]
+    raise TypeError(f"model returned {type(out).__name__}; expected tensors (alone, in a tuple, list or dict)")
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _few(items: list[str], limit: int = 3) -> str:
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def _fmt(shape: tuple[int | None, ...]) -> str:
+    return "[" + ", ".join("N" if d is None else str(d) for d in shape) + "]"
