@@ -69,6 +69,7 @@ def demo_configs() -> list[Any]:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="any run or backend setting")
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print summary.json instead of the table")
+@click.option("--cost", "cost_file", type=click.Path(path_type=Path), help="price sheet YAML (docs/cost.md); writes cost.json")
 @_handle_errors
 def run(
     config_file: Path | None,
@@ -84,11 +85,16 @@ def run(
     overrides: tuple[str, ...],
     output_dir: Path,
     as_json: bool,
+    cost_file: Path | None,
 ) -> None:
     """Run one LoadGen test (no arguments: the embedded demo)."""
     from harness import registry, runner
     from harness.config import build_config
+    from harness.report.cost import cost_for_run, load_sheet, parse_sheet, write_cost
     from harness.terminal import render
+
+    # Read the price sheet before the test, so a typo in it costs no run.
+    sheet = load_sheet(cost_file) if cost_file else None
 
     cli_values = dict(
         scenario=scenario,
@@ -107,7 +113,10 @@ def run(
         configs = [build_config(config_file, overrides, cli_values, registry.option_names)]
     worst = 0
     for config in configs:
+        config_sheet = sheet or (parse_sheet(config.cost, "cost section of the config") if config.cost else None)
         outcome = runner.run(config, output_dir)
+        if config_sheet is not None:
+            write_cost(outcome.run_dir, cost_for_run(outcome.run_dir, outcome.summary, config_sheet))
         if as_json:
             console.print_json(json.dumps(outcome.summary))
         else:
@@ -119,13 +128,51 @@ def run(
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(["terminal", "md", "html", "json", "csv", "jsonl"]), default="terminal",
+    show_default=True, help="csv/jsonl: the per-request records with stage times",
+)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="write here (html default: RUN_DIR/report.html)")
 @_handle_errors
-def report(run_dir: Path) -> None:
-    """Show a finished run from its results folder."""
+def report(run_dir: Path, fmt: str, output: Path | None) -> None:
+    """Report a finished run from its results folder alone."""
+    from harness.report import write_report
     from harness.report_io import load_summary
     from harness.terminal import render
 
-    render(load_summary(run_dir), console, str(run_dir))
+    if fmt == "terminal":
+        render(load_summary(run_dir), console, str(run_dir))
+        return
+    if output is None and fmt == "html":
+        output = run_dir / "report.html"
+    text = write_report(run_dir, fmt, output)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        err_console.print(f"wrote {output}", highlight=False)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--cost", "cost_file", type=click.Path(path_type=Path), required=True, help="price sheet YAML")
+@click.option("--json", "as_json", is_flag=True, help="print cost.json instead of the tables")
+@_handle_errors
+def cost(run_dir: Path, cost_file: Path, as_json: bool) -> None:
+    """Price a finished run with a price sheet; writes RUN_DIR/cost.json."""
+    from harness.report import figures, load_run
+    from harness.report.cost import cost_for_run, load_sheet, write_cost
+    from harness.terminal import rich_table
+
+    sheet = load_sheet(cost_file)
+    data = load_run(run_dir)
+    result = cost_for_run(run_dir, data.summary, sheet)
+    path = write_cost(run_dir, result)
+    if as_json:
+        console.print_json(path.read_text())
+        return
+    console.print(rich_table(f"cost ({result['currency']})", figures.cost_table(result)))
+    console.print(rich_table("cost per unit", figures.cost_unit_table(result)))
+    console.print(f"  [dim]{path}[/]")
 
 
 @main.command()

@@ -1,70 +1,81 @@
-"""The terminal view of a summary: the verdict first, then a compact table."""
+"""The terminal view of a run: the verdict first, then why, then tables.
+
+With the results folder at hand it also shows where the time went (the dominant stage),
+achieved vs target rate, and cost; from a bare summary only the summary's figures.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from harness.report import figures as fig
 
-def _ms(v: float | None) -> str:
-    return "—" if v is None else f"{v:.3f}"
+_COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
 
 
-def _rate(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.1f}"
+def rich_table(title: str, spec: fig.Table) -> Table:
+    header, rows = spec
+    table = Table(title=title, title_justify="left", title_style="bold", header_style="dim", box=None, pad_edge=False)
+    for h, right in zip(header, fig.numeric_columns(spec)):
+        table.add_column(h, justify="right" if right else "left")
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def render(summary: dict[str, Any], console: Console, run_dir: str | None = None) -> None:
-    run = summary["run"]
-    val = summary["validity"]
-    ours = summary["harness"]
-    lg = summary["loadgen"]
-    verdict = val["result"] or ("ACCURACY" if run["mode"] == "AccuracyOnly" else "NO RESULT")
-    color = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}.get(verdict, "yellow")
-    head = f"[bold {color}]{verdict}[/] {run['scenario']} {run['mode']} · {run['backend']} · {run['name']}"
-    if summary["status"] != "complete":
-        head += f"  [bold yellow]INCOMPLETE[/]: {summary.get('incomplete_reason')}"
-    console.print(head)
-    if ours.get("samples"):
-        rate = ours["success_rate"]
-        style = "green" if rate == 1 else "red"
-        console.print(
-            f"  success [{style}]{rate * 100:.2f}%[/] ({ours['succeeded']:,}/{ours['samples']:,})"
-            + (f" · failures: {ours['failures_by_reason']}" if ours["failed"] else "")
-        )
+    from harness.report import load_run
+
+    data = load_run(Path(run_dir), summary) if run_dir and Path(run_dir).is_dir() else None
+    run, val, ours = summary["run"], summary["validity"], summary["harness"]
+    verdict = fig.verdict(summary)
+    color = _COLORS.get(verdict, "yellow")
+    lines = fig.headline(summary, data.cost if data else None)
+    console.print(f"[bold {color}]{verdict}[/]" + lines[0][len(verdict):], highlight=False)
+    for line in lines[1:]:
+        style = "bold yellow" if line.startswith("INCOMPLETE") else ""
+        if line.startswith("success"):
+            style = "green" if ours.get("success_rate") == 1 else "red"
+        console.print(f"  [{style}]{line}[/]" if style else f"  {line}", highlight=False)
     for reason in val["reasons"]:
         console.print(f"  [red]why:[/] {reason}")
     for fix in val["fixes"]:
         console.print(f"  [cyan]fix:[/] {fix}")
 
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    table.add_column("figure")
-    table.add_column("LoadGen", justify="right")
-    table.add_column("harness", justify="right")
-    table.add_row("throughput (samples/s)", _rate(lg["throughput_per_s"]), _rate(ours.get("throughput_per_s")))
-    per_query = run["scenario"] == "MultiStream"
-    our_lat = ours.get("query_latency_ms" if per_query else "latency_ms", {})
-    label = "query latency" if per_query else "latency"
-    if run["scenario"] != "Offline":
-        for k in ("p50", "p90", "p99", "p99_9", "mean", "max"):
-            table.add_row(f"{label} {k} (ms)", _ms(lg["latency_ms"].get(k)), _ms(our_lat.get(k)))
-    if ours.get("samples"):
-        for k in ("p50", "p99"):
-            table.add_row(f"queue {k} (ms)", "", _ms(ours["queue_ms"][k]))
-            table.add_row(f"service {k} (ms)", "", _ms(ours["service_ms"][k]))
-        table.add_row("mean batch size", "", f"{ours['mean_batch_size']:.2f}")
-    es = lg.get("early_stopping_latency_ms", {})
-    if es.get("single_stream") is not None:
-        table.add_row("early-stopping p90 estimate (ms)", _ms(es["single_stream"]), "")
-    if es.get("multi_stream") is not None and per_query:
-        table.add_row("early-stopping p99 estimate (ms)", _ms(es["multi_stream"]), "")
+    console.print(rich_table("throughput", fig.throughput_table(summary)))
+    if run["scenario"] != "Offline" and ours.get("samples"):
+        console.print(rich_table("latency", fig.latency_table(summary)))
+    if data is not None and data.breakdown:
+        bd = data.breakdown
+        dominant = bd["dominant"]
+        share = bd["stages"][dominant]["share"] if dominant else None
+        title = f"where the time went: {dominant} dominates ({fig.pct(share)} of mean latency)" if dominant else "breakdown"
+        console.print(rich_table(title, fig.breakdown_table(bd)))
+        r = data.rates
+        if r["target_per_s"] is not None:
+            console.print(rich_table("achieved vs target rate", fig.rate_table(r)))
+            for note in r["notes"]:
+                console.print(f"  [yellow]note:[/] {note}")
+    elif ours.get("samples"):
+        # No folder: the summary's own queue/service percentiles.
+        rows = [[f"{k} {p} (ms)", fig.ms(ours[f"{k}_ms"][p])] for k in ("queue", "service") for p in ("p50", "p99")]
+        console.print(rich_table("breakdown", (["stage", "harness"], rows)))
+    tokens = summary.get("tokens")
+    if isinstance(tokens, dict):
+        spec = fig.tokens_table(tokens)
+        if spec:
+            console.print(rich_table("tokens", spec))
     acc = summary.get("accuracy")
     if acc and acc.get("metric"):
-        table.add_row(f"accuracy {acc['metric']}", "", f"{acc['value'] * 100:.2f}% of {acc['scored_samples']:,}")
-    console.print(table)
-    if lg.get("errors"):
-        console.print(f"  [red]LoadGen errors:[/] {'; '.join(lg['errors'])}")
+        console.print(f"  accuracy {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,}")
+    if data is not None and data.cost:
+        console.print(rich_table(f"cost ({data.cost['currency']})", fig.cost_table(data.cost)))
+        console.print(rich_table("cost per unit", fig.cost_unit_table(data.cost)))
+    if summary["loadgen"].get("errors"):
+        console.print(f"  [red]LoadGen errors:[/] {'; '.join(summary['loadgen']['errors'])}")
     if run_dir:
         console.print(f"  [dim]{run_dir}[/]")

@@ -1,0 +1,240 @@
+"""The figures every renderer shows, as rows of text, so terminal, Markdown and HTML agree.
+
+Each function returns (header, rows); a renderer only decides how a table looks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.summary import PERCENTILES
+
+Table = tuple[list[str], list[list[str]]]
+
+LATENCY_KEYS = tuple(f"p{p:g}".replace(".", "_") for p in PERCENTILES) + ("mean", "min", "max")
+
+
+def numeric_columns(spec: Table) -> list[bool]:
+    """Which columns hold only figures (right-aligned); text columns read better left-aligned."""
+    header, rows = spec
+
+    def is_num(cell: str) -> bool:
+        head = cell.strip()[:1]
+        return head == "" or head.isdigit() or head in "-—"
+
+    return [i > 0 and all(is_num(r[i]) for r in rows if i < len(r)) for i in range(len(header))]
+
+
+def ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3f}"
+
+
+def num(v: float | None, digits: int = 1) -> str:
+    return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def pct(v: float | None) -> str:
+    return "—" if v is None else f"{v * 100:.2f}%"
+
+
+def money(v: float | None, currency: str) -> str:
+    if v is None:
+        return "—"
+    # Small per-request amounts need significant digits, not two decimals.
+    text = f"{v:,.2f}" if abs(v) >= 100 else f"{v:.4g}"
+    return f"{text} {currency}"
+
+
+def label(key: str) -> str:
+    return key.replace("_", ".") if key.startswith("p") and key[1:2].isdigit() else key
+
+
+def verdict(summary: dict[str, Any]) -> str:
+    run = summary["run"]
+    result = summary["validity"].get("result")
+    if result:
+        return str(result)
+    return "ACCURACY" if run.get("mode") == "AccuracyOnly" else "NO RESULT"
+
+
+def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
+    """One line each: validity, speed, reliability, cost — the glance a reader needs."""
+    run, ours, lg = summary["run"], summary["harness"], summary["loadgen"]
+    lines = [f"{verdict(summary)} · {run['scenario']} {run['mode']} · {run['backend']} · {run['name']}"]
+    if summary.get("status") != "complete":
+        lines.append(f"INCOMPLETE: {summary.get('incomplete_reason')}")
+    speed = f"throughput {num(lg.get('throughput_per_s'))}/s (LoadGen), {num(ours.get('throughput_per_s'))}/s succeeded (harness)"
+    lat = (ours.get("latency_ms") or {}).get("p99")
+    if run["scenario"] != "Offline" and lat is not None:
+        speed += f" · p99 latency {ms(lat)} ms"
+    lines.append(speed)
+    if ours.get("samples"):
+        lines.append(
+            f"success {pct(ours['success_rate'])} ({ours['succeeded']:,} of {ours['samples']:,})"
+            + (f" · failures: {', '.join(f'{k} {v}' for k, v in ours['failures_by_reason'].items())}" if ours["failed"] else "")
+        )
+    if cost:
+        c = cost["currency"]
+        lines.append(
+            f"cost {money(cost['per_request'], c)} per request · {money(cost['per_successful_task'], c)} per successful task"
+            f" · total {money(cost['total'], c)}"
+        )
+    return lines
+
+
+def throughput_table(summary: dict[str, Any]) -> Table:
+    ours, lg, agree = summary["harness"], summary["loadgen"], summary.get("agreement") or {}
+    rows = [["throughput (samples/s)", num(lg.get("throughput_per_s")), num(ours.get("throughput_per_s"))]]
+    if agree.get("throughput") is not None:
+        rows.append(["harness / LoadGen", "", f"{agree['throughput']:.4f}"])
+    if lg.get("scheduled_samples_per_s") is not None:
+        rows.append(["scheduled by LoadGen (samples/s)", num(lg["scheduled_samples_per_s"]), ""])
+    if lg.get("query_count") is not None or ours.get("samples"):
+        # LoadGen counts queries (Offline: one query of many samples), the harness samples.
+        rows.append(["queries (LoadGen) / samples (harness)", num(lg.get("query_count"), 0), num(ours.get("samples"), 0)])
+    if ours.get("mean_batch_size") is not None:
+        rows.append(["mean batch size", "", num(ours["mean_batch_size"], 2)])
+    return ["figure", "LoadGen", "harness"], rows
+
+
+def latency_table(summary: dict[str, Any]) -> Table:
+    run, ours, lg = summary["run"], summary["harness"], summary["loadgen"]
+    per_query = run["scenario"] == "MultiStream"
+    mine = ours.get("query_latency_ms" if per_query else "latency_ms") or {}
+    name = "query latency" if per_query else "latency"
+    rows = [[f"{name} {label(k)} (ms)", ms(lg["latency_ms"].get(k)), ms(mine.get(k))] for k in LATENCY_KEYS]
+    es = lg.get("early_stopping_latency_ms") or {}
+    if es.get("single_stream") is not None:
+        rows.append(["early-stopping p90 estimate (ms)", ms(es["single_stream"]), ""])
+    if es.get("multi_stream") is not None and per_query:
+        rows.append(["early-stopping p99 estimate (ms)", ms(es["multi_stream"]), ""])
+    if (summary.get("agreement") or {}).get("issue_delay_ms") is not None:
+        rows.append(["LoadGen issue delay, mean (ms)", "", ms(summary["agreement"]["issue_delay_ms"])])
+    return ["figure", "LoadGen", "harness"], rows
+
+
+def validity_table(summary: dict[str, Any]) -> Table:
+    v = summary["validity"]
+    rows = [
+        ["result", str(v.get("result") or "—")],
+        ["min duration met", str(v.get("min_duration_met"))],
+        ["min queries met", str(v.get("min_queries_met"))],
+        ["performance constraints met", str(v.get("perf_constraints_met"))],
+        ["early stopping met", str(v.get("early_stopping_met"))],
+    ]
+    if v.get("early_stopping_result"):
+        rows.append(["early stopping", str(v["early_stopping_result"])])
+    if v.get("loadgen_invalid_reason"):
+        rows.append(["LoadGen's reason", str(v["loadgen_invalid_reason"]).strip()])
+    rows += [["why", r] for r in v.get("reasons") or []]
+    rows += [["fix", f] for f in v.get("fixes") or []]
+    return ["check", "value"], rows
+
+
+def reliability_table(summary: dict[str, Any]) -> Table:
+    ours = summary["harness"]
+    if not ours.get("samples"):
+        return ["figure", "value"], [["samples", "0"]]
+    rows = [
+        ["success rate", pct(ours["success_rate"])],
+        ["succeeded", f"{ours['succeeded']:,}"],
+        ["failed", f"{ours['failed']:,}"],
+    ]
+    rows += [[f"failed: {reason}", f"{count:,}"] for reason, count in (ours.get("failures_by_reason") or {}).items()]
+    return ["figure", "value"], rows
+
+
+def breakdown_table(bd: dict[str, Any]) -> Table:
+    rows = []
+    for name, st in bd["stages"].items():
+        if name == "generation" and bd["service_ends_at"] == "completion":
+            continue  # nothing streams: the stage is zero by construction
+        mark = " ◀ dominant" if name == bd["dominant"] else ""
+        rows.append([name + mark, ms(st["mean_ms"]), ms(st["p50_ms"]), ms(st["p99_ms"]), pct(st["share"])])
+    e2e = bd["e2e"]
+    rows.append(["end to end", ms(e2e["mean_ms"]), ms(e2e["p50_ms"]), ms(e2e["p99_ms"]), pct(1.0 if e2e["mean_ms"] else None)])
+    for name, st in (bd.get("backend_stages") or {}).items():
+        rows.append([f"  backend: {name}", ms(st["mean_ms"]), "", ms(st["p99_ms"]), ""])
+    return ["stage", "mean (ms)", "p50 (ms)", "p99 (ms)", "share of mean"], rows
+
+
+def rate_table(r: dict[str, Any]) -> Table:
+    rows = [
+        ["target (samples/s)", num(r["target_per_s"])],
+        ["offered by LoadGen (samples/s)", num(r["offered_per_s"])],
+        ["completed (samples/s)", num(r["completed_per_s"])],
+        ["succeeded (samples/s)", num(r["succeeded_per_s"])],
+    ]
+    if r["achieved_ratio"] is not None:
+        rows.append(["completed / target", pct(r["achieved_ratio"])])
+    return ["rate", "value"], rows  # r["notes"] are sentences: renderers print them below
+
+
+def _is_latency(v: Any) -> bool:
+    return isinstance(v, dict) and "p50" in v
+
+
+def tokens_table(tokens: dict[str, Any]) -> Table | None:
+    """Any percentile block (ttft_ms, tpot_ms, itl_ms, e2e_ms, ...) and scalar of the tokens section."""
+    blocks = {k: v for k, v in tokens.items() if _is_latency(v)}
+    keys = [k for k in LATENCY_KEYS if any(k in b for b in blocks.values())]
+    rows = [[name] + [ms(b.get(k)) for k in keys] for name, b in blocks.items()]
+    header = ["figure"] + [label(k) for k in keys]
+    for k, v in tokens.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            rows.append([k] + [num(v, 1 if isinstance(v, float) else 0)] + [""] * (len(keys) - 1))
+    gp = tokens.get("goodput")
+    if isinstance(gp, dict):
+        for k, v in gp.items():
+            text = num(v, 3) if isinstance(v, float) else str(v)
+            rows.append([f"goodput {k}", text] + [""] * (len(keys) - 1))
+    return (header, rows) if rows else None
+
+
+def cost_table(cost: dict[str, Any]) -> Table:
+    c = cost["currency"]
+    rows = [
+        [i["item"], f"{i['quantity']:,.6g} {i['unit']}", money(i["unit_price"], c), money(i["amount"], c), money(i["failed_attempts"], c)]
+        for i in cost["items"]
+    ]
+    rows.append(["total", "", "", money(cost["total"], c), money(cost["failed_attempts_total"], c)])
+    return ["item", "quantity", "unit price", "amount", "spent on failed attempts"], rows
+
+
+def cost_unit_table(cost: dict[str, Any]) -> Table:
+    c = cost["currency"]
+    parts = cost["per_successful_task_parts"]
+    rows = [
+        ["per request", money(cost["per_request"], c), ", ".join(cost["per_request_includes"]) or "nothing priced"],
+        ["per successful task", money(cost["per_successful_task"], c),
+         ", ".join(cost["per_successful_task_includes"]) or "nothing priced"],
+        ["  of which serving", money(parts["serving"], c), ""],
+        ["  of which failed attempts", money(parts["failed_attempts"], c), ""],
+        ["  of which review", money(parts["review"], c), ""],
+        ["per 1k requests", money(cost["per_1k_requests"], c), ""],
+        ["per 1M output tokens", money(cost["per_1m_output_tokens"], c), ""],
+        ["success criterion", cost["success_criterion"], ""],
+    ]
+    return ["figure", "amount", "includes"], rows
+
+
+def versions(data: Any) -> list[list[str]]:
+    s = data.summary
+    rows = [
+        ["harness", str(data.manifest.get("harness_version", "—"))],
+        ["harness git commit", str(data.system.get("harness_git_commit", "—"))],
+        ["LoadGen", str(s["loadgen"].get("version") or "—")],
+    ]
+    rows += [[k, str(v)] for k, v in (data.system.get("packages") or {}).items()]
+    return rows
+
+
+def system_rows(data: Any) -> list[list[str]]:
+    sysd = data.system
+    rows = [[k, str(sysd[k])] for k in ("hostname", "cpu_model", "cpu_cores", "cpu_affinity", "memory_bytes", "os", "python") if k in sysd]
+    rows.append(["accelerators", ", ".join(sysd.get("accelerators") or []) or "none"])
+    backend = data.summary.get("backend") or {}
+    rows += [[f"backend.{k}", str(v)] for k, v in backend.items()]
+    sut = data.summary.get("sut") or {}
+    rows += [[f"sut.{k}", str(v)] for k, v in sut.items()]
+    return rows
