@@ -96,6 +96,9 @@ def run_test(run_dir: Path) -> dict[str, Any]:
         backend.warmup(batch)
         first = backend.predict(batch)[0]
         response_format = {"dtype": str(first.dtype), "shape": list(first.shape[1:])}
+    else:
+        # Tensor answers over the event loop (KServe v2) are scored like local ones.
+        response_format = getattr(sut_factory, "response_format", None)
     warmup_s = time.perf_counter() - t0
 
     progress = Progress(config.min_duration_s)

@@ -19,6 +19,7 @@ import yaml
 from harness.explain import explain
 from harness.loadgen_log import effective_settings, read_accuracy_log, read_detail
 from harness.records import RECORDS_FILE, read_records
+from harness.token_metrics import token_summary
 
 SCHEMA_VERSION = 1
 SUMMARY_FILE = "summary.json"
@@ -195,6 +196,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         },
         "harness": ours,
         "agreement": agreement,
+        "tokens": token_summary(run_dir, rec, config),
         "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,
         "timings_s": {k: child.get(k) for k in ("load_s", "warmup_s", "test_s")},
         "sut": {k: child.get(k) for k in ("workers", "threads_per_worker")} | {"max_batch": config.get("max_batch")},

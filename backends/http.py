@@ -1,0 +1,531 @@
+"""A remote model behind HTTP: KServe v2 (Open Inference Protocol), templated JSON, and the
+OpenAI completions/chat APIs (streaming SSE or not).
+
+The backend only knows *how* to send: it turns a sample into a request body (`prepare`,
+at QSL load time, so the timed path posts ready bytes) and a response into `Chunk`s
+(`stream`). The event-loop SUT (`harness.sut_streaming`) owns the loop, concurrency,
+timestamps and completion. Events travel as chunks:
+
+    Chunk(n_tokens=0, info={"headers": status})   response headers arrived
+    Chunk(n_tokens=0, info={"retry": reason})     an attempt failed and is being retried
+    Chunk(text, n_tokens=k)                       content: k tokens as counted here
+    Chunk(n_tokens=0, info={"usage": {...}})      the server's token counts
+    Chunk(n_tokens=0, info={"output": value})     a whole answer (KServe tensor, JSON value)
+
+Failures raise `RequestFailed(reason, detail)`; the SUT records "reason: detail", and the
+summary groups failures by reason:
+
+    http_<status>     the server answered with status >= 400
+    connect           no connection (refused, DNS, TLS handshake)
+    disconnected      the server closed the connection before answering
+    timeout           connect, read (no bytes for read_timeout_s) or total timeout
+    malformed_json    a body that is not the JSON the protocol promises
+    malformed_sse     an SSE event whose data is not JSON
+    server_error      an error object inside a 200 stream
+    empty_output      a well-formed answer with no content
+    truncated_stream  the stream ended (or broke) before [DONE] or a finish_reason
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from backends.base import Backend, BackendOptions, Chunk, LoadContext, TensorSpec
+from harness.errors import BackendError, ConfigError, DatasetError
+
+Protocol = Literal["kserve-v2", "json", "openai-completions", "openai-chat"]
+
+# KServe v2 datatypes <-> numpy dtype names
+_V2_TO_NP = {
+    "FP32": "float32", "FP16": "float16", "FP64": "float64", "INT64": "int64", "INT32": "int32",
+    "INT16": "int16", "INT8": "int8", "UINT8": "uint8", "BOOL": "bool",
+}  # fmt: skip
+_NP_TO_V2 = {v: k for k, v in _V2_TO_NP.items()}
+# Header names that carry credentials: they must come from api_key_env, never from YAML.
+_SECRET_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization"}
+_EXCERPT = 200
+
+
+class RequestFailed(Exception):
+    """One request failed; `reason` is the short class the summary groups by."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class HttpOptions(BackendOptions):
+    protocol: Protocol = Field(description="wire protocol of the server")
+    url: str = Field(description="base URL: http://host:port for kserve-v2, .../v1 for OpenAI, the endpoint for json")
+    model_name: str | None = Field(None, description="model name sent to (or served by) the server")
+    stream: bool = Field(True, description="OpenAI protocols: stream the answer as SSE")
+    max_tokens: int | None = Field(None, ge=1, description="OpenAI: max_tokens when the sample has none")
+    temperature: float | None = Field(None, ge=0, description="OpenAI: sampling temperature (None: server default)")
+    ignore_eos: bool = Field(False, description="OpenAI: ask the server to generate max_tokens (vLLM, TGI, llama.cpp)")
+    include_usage: bool = Field(True, description="OpenAI streaming: ask for usage via stream_options")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="fields merged into every request body")
+    request_template: str | None = Field(None, description="json: a JSON file; \"{{prompt}}\"-style strings are filled in")
+    response_path: str | None = Field(None, description="json: dotted path of the answer, e.g. outputs.0.data")
+    json_input: Literal["prompt", "tensor"] = Field("prompt", description="json: fill the template from prompts or tensors")
+    output_name: str | None = Field(None, description="kserve-v2: the output to return (default: the first)")
+    max_in_flight: int | None = Field(None, ge=1, description="most requests open at once (None: as LoadGen issues)")
+    connections: int = Field(0, ge=0, description="connection pool size (0: one per open request)")
+    connect_timeout_s: float = Field(10.0, gt=0)
+    read_timeout_s: float = Field(60.0, gt=0, description="longest silence between two reads")
+    total_timeout_s: float = Field(600.0, gt=0, description="longest whole request")
+    retries: int = Field(0, ge=0, description="retries of a request that failed before any content (0: off)")
+    retry_statuses: list[int] = Field(default_factory=lambda: [429, 502, 503, 504])
+    api_key_env: str | None = Field(None, description="name of the environment variable holding the API key")
+    verify_tls: bool = Field(True, description="verify the server's TLS certificate")
+    headers: dict[str, str] = Field(default_factory=dict, description="extra request headers (no credentials)")
+    tokenizer: str | None = Field(
+        None, description="local token counting: 'whitespace' or a .gguf file (needs llama-cpp-python)"
+    )
+    warmup_requests: int = Field(1, ge=0, description="requests sent before the timed test")
+    check_server: bool = Field(True, description="query the server's model metadata at load")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        if parts.username or parts.password:
+            raise ValueError("must not hold credentials; use api_key_env")
+        return v.rstrip("/")
+
+    @field_validator("headers")
+    @classmethod
+    def _no_secret_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = sorted(k for k in v if k.lower() in _SECRET_HEADERS)
+        if bad:
+            raise ValueError(f"{', '.join(bad)} carries a credential: put the key in an environment variable and name it in api_key_env")
+        return v
+
+    @model_validator(mode="after")
+    def _protocol_needs(self) -> HttpOptions:
+        if self.protocol == "json" and not (self.request_template and self.response_path):
+            raise ValueError("protocol json needs request_template (a JSON file) and response_path")
+        if self.protocol == "kserve-v2" and not self.model_name:
+            raise ValueError("protocol kserve-v2 needs model_name")
+        return self
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A sample turned into its request, once, before the timed test."""
+
+    body: bytes
+    input_tokens: int  # counted locally (tokenizer) or the generator's target; 0 unknown
+
+
+class _Tokenizer:
+    """Counts tokens locally when the server sends no usage."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        if spec == "whitespace":
+            self._count = lambda text: len(text.split())
+            return
+        path = Path(spec)
+        if path.suffix != ".gguf" or not path.is_file():
+            raise ConfigError(f"tokenizer {spec!r}: give 'whitespace' or an existing .gguf file")
+        try:
+            from llama_cpp import Llama
+        except ImportError as e:
+            raise BackendError("tokenizer from a .gguf file needs llama-cpp-python: pip install llama-cpp-python") from e
+        vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        self._count = lambda text: len(vocab.tokenize(text.encode(), add_bos=False, special=False)) if text else 0
+
+    def count(self, text: str) -> int:
+        return self._count(text)
+
+
+class HttpBackend(Backend):
+    name = "http"
+    Options = HttpOptions
+    options: HttpOptions
+    requires = ("aiohttp",)
+    install_hint = "pip install aiohttp"
+    kind: ClassVar[str] = "async"
+
+    def __init__(self, options: HttpOptions) -> None:
+        super().__init__(options)
+        o = options
+        #: what the event-loop SUT needs to know about this backend
+        self.takes_prompts = o.protocol.startswith("openai") or (o.protocol == "json" and o.json_input == "prompt")
+        self.produces_tokens = o.protocol.startswith("openai")
+        self.max_in_flight = o.max_in_flight
+        self.token_source = "tokenizer" if o.tokenizer else "chunks"
+        self.retries_total = 0
+        self.requests_retried = 0
+        self._session: Any = None
+        self._server: dict[str, Any] = {}
+        self._inputs: list[TensorSpec] = []
+        self._outputs: list[TensorSpec] = []
+        self._tokenizer: _Tokenizer | None = None
+        self._secret: str | None = None
+        self._template: Any = None
+
+    # --- load: settings, credentials and what the server says about itself ---------------
+    def load(self, ctx: LoadContext) -> None:
+        o = self.options
+        if o.api_key_env:
+            self._secret = os.environ.get(o.api_key_env)
+            if not self._secret:
+                raise ConfigError(f"api_key_env: environment variable {o.api_key_env} is not set or empty")
+        if o.tokenizer:
+            self._tokenizer = _Tokenizer(o.tokenizer)
+        if o.protocol == "json":
+            path = Path(o.request_template or "")
+            try:
+                self._template = json.loads(path.read_text())
+            except OSError as e:
+                raise ConfigError(f"request_template: cannot read {path}: {e.strerror}") from e
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"request_template {path}: not valid JSON ({e.msg} at line {e.lineno})") from e
+        base = o.url
+        self._endpoint = {
+            "kserve-v2": f"{base}/v2/models/{o.model_name}/infer",
+            "openai-completions": f"{base}/completions",
+            "openai-chat": f"{base}/chat/completions",
+            "json": base,
+        }[o.protocol]
+        self._model_name = o.model_name
+        if o.check_server and o.protocol != "json":
+            asyncio.run(self._query_server())
+
+    def _headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", **self.options.headers}
+        if self._secret:
+            h["Authorization"] = f"Bearer {self._secret}"
+        return h
+
+    async def _query_server(self) -> None:
+        import aiohttp
+
+        o = self.options
+        url = f"{o.url}/v2/models/{o.model_name}" if o.protocol == "kserve-v2" else f"{o.url}/models"
+        timeout = aiohttp.ClientTimeout(total=o.connect_timeout_s + o.read_timeout_s, sock_connect=o.connect_timeout_s)
+        try:
+            async with aiohttp.ClientSession(headers=self._headers(), timeout=timeout) as s:
+                async with s.get(url, ssl=None if o.verify_tls else False) as r:
+                    text = await r.text()
+                    if r.status >= 400:
+                        raise BackendError(f"server at {_public(url)} answered {r.status}: {self._redact(text[:_EXCERPT])}")
+                    meta = json.loads(text)
+        except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError) as e:
+            raise BackendError(
+                f"cannot read model metadata from {_public(url)}: {type(e).__name__}: {self._redact(str(e))} "
+                "(is the server up? set check_server=false to skip this check)"
+            ) from e
+        if o.protocol == "kserve-v2":
+            self._server = {k: meta.get(k) for k in ("name", "versions", "platform")}
+            self._inputs = [_v2_spec(t) for t in meta.get("inputs", [])]
+            self._outputs = [_v2_spec(t) for t in meta.get("outputs", [])]
+        else:
+            models = [m for m in meta.get("data", []) if isinstance(m, dict)]
+            ids = [m.get("id") for m in models]
+            if o.model_name is None and models:
+                self._model_name = models[0].get("id")
+            chosen = next((m for m in models if m.get("id") == self._model_name), None)
+            self._server = {"models": ids, "model": chosen}
+
+    def inputs(self) -> list[TensorSpec]:
+        return list(self._inputs)
+
+    # --- prepare: sample -> request body, before the timed test -----------------------
+    def prepare(self, sample: Any) -> PreparedRequest:
+        o = self.options
+        if o.protocol == "kserve-v2":
+            return PreparedRequest(json.dumps({"inputs": [_v2_tensor(k, v) for k, v in sample.items()]}).encode(), 0)
+        if o.protocol == "json":
+            fill = _template_values(sample, o.max_tokens)
+            return PreparedRequest(json.dumps(_fill(self._template, fill)).encode(), self._input_count(sample))
+        body: dict[str, Any] = {}
+        if self._model_name:
+            body["model"] = self._model_name
+        if o.protocol == "openai-chat":
+            body["messages"] = list(sample.messages) if sample.messages else [{"role": "user", "content": sample.prompt}]
+        else:
+            if sample.prompt is None:
+                raise DatasetError("protocol openai-completions needs `prompt` samples; this dataset has chat `messages` (use openai-chat)")
+            body["prompt"] = sample.prompt
+        max_tokens = sample.max_tokens or o.max_tokens
+        if max_tokens:
+            body["max_tokens"] = max_tokens
+        if o.temperature is not None:
+            body["temperature"] = o.temperature
+        if o.ignore_eos:
+            body["ignore_eos"] = True
+        body["stream"] = o.stream
+        if o.stream and o.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        body.update(o.extra_body)
+        return PreparedRequest(json.dumps(body).encode(), self._input_count(sample))
+
+    def _input_count(self, sample: Any) -> int:
+        if not hasattr(sample, "text"):
+            return 0
+        if self._tokenizer is not None:
+            return self._tokenizer.count(sample.text())
+        return sample.target_input_tokens
+
+    # --- the session lives on the SUT's event loop ------------------------------------
+    async def open(self) -> None:
+        """Create the pooled session on the running loop (aiohttp binds it to one loop)."""
+        import aiohttp
+
+        o = self.options
+        limit = o.connections or o.max_in_flight or 0
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ssl=None if o.verify_tls else False)
+        timeout = aiohttp.ClientTimeout(total=o.total_timeout_s, sock_connect=o.connect_timeout_s, sock_read=o.read_timeout_s)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers())
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def stream(self, sample: PreparedRequest) -> AsyncIterator[Chunk]:
+        import aiohttp
+
+        if self._session is None:
+            await self.open()
+        o = self.options
+        attempt = 0
+        while True:
+            resp = None
+            try:
+                resp = await self._session.post(self._endpoint, data=sample.body)
+                if resp.status < 400:
+                    break
+                text = await resp.text(errors="replace")
+                failure = RequestFailed(f"http_{resp.status}", self._redact(_squash(text)))
+                retryable = resp.status in o.retry_statuses
+                resp.release()
+            except aiohttp.ClientConnectorError as e:
+                failure, retryable = RequestFailed("connect", self._redact(str(e))), True
+            except aiohttp.ServerDisconnectedError as e:
+                failure, retryable = RequestFailed("disconnected", str(e) or "closed before answering"), True
+            except asyncio.TimeoutError as e:
+                failure, retryable = RequestFailed("timeout", _timeout_text(e, o)), False
+            except aiohttp.ClientError as e:
+                failure, retryable = RequestFailed("connect", self._redact(f"{type(e).__name__}: {e}")), True
+            if not retryable or attempt >= o.retries:
+                raise failure
+            attempt += 1
+            self.retries_total += 1
+            self.requests_retried += attempt == 1
+            yield Chunk(n_tokens=0, info={"retry": failure.reason})
+        try:
+            yield Chunk(n_tokens=0, info={"headers": resp.status})
+            if o.protocol.startswith("openai") and o.stream:
+                async for chunk in self._sse(resp):
+                    yield chunk
+            else:
+                raw = await resp.read()
+                for chunk in self._whole(raw):
+                    yield chunk
+        except asyncio.TimeoutError as e:
+            raise RequestFailed("timeout", _timeout_text(e, o)) from e
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
+            raise RequestFailed("truncated_stream", f"{type(e).__name__}: {e}") from e
+        finally:
+            resp.release()
+
+    async def _sse(self, resp: Any) -> AsyncIterator[Chunk]:
+        chat = self.options.protocol == "openai-chat"
+        count = self._tokenizer.count if self._tokenizer else None
+        buf = b""
+        finished = done = False
+        content = 0
+        async for data in resp.content.iter_any():
+            buf += data
+            if b"\r" in buf:
+                buf = buf.replace(b"\r\n", b"\n")
+            while True:
+                end = buf.find(b"\n\n")
+                if end < 0:
+                    break
+                event, buf = buf[:end], buf[end + 2 :]
+                payload = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
+                if not payload:
+                    continue  # comments and keep-alives
+                if payload == b"[DONE]":
+                    done = True
+                    continue
+                try:
+                    obj = json.loads(payload)
+                    choices = obj.get("choices") or []
+                except (ValueError, AttributeError) as e:
+                    raise RequestFailed("malformed_sse", _squash(payload.decode(errors="replace"))) from e
+                if "error" in obj:
+                    raise RequestFailed("server_error", _squash(json.dumps(obj["error"])))
+                if choices:
+                    c = choices[0]
+                    text = ((c.get("delta") or {}).get("content") if chat else c.get("text")) or ""
+                    finished = finished or c.get("finish_reason") is not None
+                    if text:
+                        content += 1
+                        yield Chunk(text, count(text) if count else 1)
+                usage = obj.get("usage")
+                if usage:
+                    yield Chunk(n_tokens=0, info={"usage": usage})
+        if not (done or finished):
+            raise RequestFailed("truncated_stream", f"the stream ended after {content} content events without [DONE]")
+        if not content:
+            raise RequestFailed("empty_output", "the stream carried no content")
+
+    def _whole(self, raw: bytes) -> list[Chunk]:
+        o = self.options
+        try:
+            obj = json.loads(raw)
+        except ValueError as e:
+            raise RequestFailed("malformed_json", _squash(raw.decode(errors="replace"))) from e
+        try:
+            if o.protocol == "kserve-v2":
+                return [Chunk(n_tokens=0, info={"output": self._v2_output(obj)})]
+            if o.protocol == "json":
+                return [Chunk(n_tokens=0, info={"output": _json_output(obj, o.response_path or "")})]
+            c = obj["choices"][0]
+            text = (c["message"].get("content") if o.protocol == "openai-chat" else c.get("text")) or ""
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            raise RequestFailed("malformed_json", f"missing {e} in {_squash(json.dumps(obj))}") from e
+        if not text:
+            raise RequestFailed("empty_output", "the answer has no text")
+        out = [Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1)]
+        if obj.get("usage"):
+            out.append(Chunk(n_tokens=0, info={"usage": obj["usage"]}))
+        return out
+
+    def _v2_output(self, obj: dict[str, Any]) -> np.ndarray:
+        outputs = obj["outputs"]
+        name = self.options.output_name
+        out = next(t for t in outputs if t["name"] == name) if name else outputs[0]
+        dtype = _V2_TO_NP.get(out["datatype"])
+        if dtype is None:
+            raise RequestFailed("malformed_json", f"unsupported datatype {out['datatype']}")
+        arr = np.asarray(out["data"], dtype=dtype)
+        if arr.size == 0:
+            raise RequestFailed("empty_output", f"output {out['name']!r} has no data")
+        return arr.reshape(out["shape"])[0]  # one sample per request: drop the batch dim
+
+    def response_format(self) -> dict[str, Any] | None:
+        """dtype/shape of one sample's output, for scoring accuracy from LoadGen's log."""
+        if self.options.protocol != "kserve-v2" or not self._outputs:
+            return None
+        spec = next((s for s in self._outputs if s.name == self.options.output_name), self._outputs[0])
+        return {"dtype": spec.dtype, "shape": list(spec.sample_shape())}
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def describe(self) -> dict[str, Any]:
+        o = self.options
+        return {
+            "backend": self.name,
+            "engine": "http",
+            "protocol": o.protocol,
+            "url": _public(o.url),
+            "model_name": self._model_name,
+            "server": self._server,
+            "stream": o.stream if o.protocol.startswith("openai") else False,
+            "verify_tls": o.verify_tls,
+            "api_key_env": o.api_key_env,
+            "api_key_set": self._secret is not None,
+            "header_names": sorted(o.headers),
+            "max_in_flight": o.max_in_flight,
+            "connections": o.connections or o.max_in_flight or "unlimited",
+            "timeouts_s": {"connect": o.connect_timeout_s, "read": o.read_timeout_s, "total": o.total_timeout_s},
+            "retries": o.retries,
+            "retries_total": self.retries_total,
+            "requests_retried": self.requests_retried,
+            "token_count_client": self.token_source,
+            "tokenizer": o.tokenizer,
+            "inputs": [s.__dict__ for s in self._inputs],
+            "outputs": [s.__dict__ for s in self._outputs],
+        }
+
+
+# --- helpers --------------------------------------------------------------------------
+
+
+def _public(url: str) -> str:
+    """The URL without query or fragment, which may hold tokens."""
+    p = urlsplit(url)
+    return urlunsplit((p.scheme, p.netloc, p.path, "", ""))
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())[:_EXCERPT]
+
+
+def _timeout_text(e: BaseException, o: HttpOptions) -> str:
+    what = str(e) or type(e).__name__
+    return f"{what} (connect {o.connect_timeout_s:g} s, read {o.read_timeout_s:g} s, total {o.total_timeout_s:g} s)"
+
+
+def _v2_spec(t: dict[str, Any]) -> TensorSpec:
+    shape = tuple(None if d is None or d < 0 else int(d) for d in t.get("shape", []))
+    return TensorSpec(t["name"], shape, _V2_TO_NP.get(t.get("datatype", ""), t.get("datatype", "")))
+
+
+def _v2_tensor(name: str, arr: np.ndarray) -> dict[str, Any]:
+    dt = _NP_TO_V2.get(arr.dtype.name)
+    if dt is None:
+        raise DatasetError(f"input {name!r}: dtype {arr.dtype} has no KServe v2 datatype")
+    return {"name": name, "shape": [1, *arr.shape], "datatype": dt, "data": arr.ravel().tolist()}
+
+
+def _template_values(sample: Any, max_tokens: int | None) -> dict[str, Any]:
+    if isinstance(sample, dict):  # tensors
+        arrays = {k: v.tolist() for k, v in sample.items()}
+        return {"input": next(iter(arrays.values())), "inputs": arrays, "max_tokens": max_tokens}
+    return {
+        "prompt": sample.text(),
+        "messages": list(sample.messages) if sample.messages else [{"role": "user", "content": sample.text()}],
+        "max_tokens": sample.max_tokens or max_tokens,
+    }
+
+
+def _fill(node: Any, values: dict[str, Any]) -> Any:
+    """Replace "{{key}}" strings by the value (any JSON type); embedded ones by its text."""
+    if isinstance(node, dict):
+        return {k: _fill(v, values) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fill(v, values) for v in node]
+    if isinstance(node, str) and "{{" in node:
+        stripped = node.strip()
+        if stripped.startswith("{{") and stripped.endswith("}}") and stripped[2:-2].strip() in values:
+            return values[stripped[2:-2].strip()]
+        for k, v in values.items():
+            node = node.replace("{{" + k + "}}", v if isinstance(v, str) else json.dumps(v))
+    return node
+
+
+def _json_output(obj: Any, path: str) -> Any:
+    node = obj
+    for part in path.split("."):
+        if isinstance(node, list) and part.lstrip("-").isdigit():
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            node = node[part]
+        else:
+            raise KeyError(path)
+    if node is None or node == "" or node == [] or node == {}:
+        raise RequestFailed("empty_output", f"{path} is empty")
+    if isinstance(node, list) and all(isinstance(x, (int, float)) for x in node):
+        return np.asarray(node, dtype=np.float32)
+    return node if isinstance(node, str) else json.dumps(node)

@@ -1,0 +1,230 @@
+"""Real HTTP servers on 127.0.0.1 for the HTTP backend's tests, each in its own thread.
+
+`OpenAIServer` is the ground truth: an OpenAI-compatible server whose timing is injected
+(queue before headers, time to first token, time per token, tokens per SSE event) and
+scheduled against absolute deadlines, so 100 tokens at 20 ms end at 200 + 99 x 20 ms and
+not later by the sum of 100 sleep overshoots. A prompt containing `@<behaviour>` makes
+that request fail in one precise way (see `BEHAVIOURS`), so a test knows, per sample,
+which failure the harness must report.
+
+`KServeServer` serves the harness's embedded ONNX model behind the Open Inference
+Protocol (KServe v2) with ONNX Runtime, for an accuracy round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+
+#: prompt keyword -> the harness's failure reason for that request ("" = success)
+BEHAVIOURS = {
+    "@ok": "",
+    "@http_503": "http_503",
+    "@hang": "timeout",
+    "@malformed_sse": "malformed_sse",
+    "@empty": "empty_output",
+    "@truncated": "truncated_stream",
+    "@server_error": "server_error",
+    "@disconnect": "disconnected",
+}
+
+
+@dataclass(frozen=True)
+class Timing:
+    queue_ms: float = 0.0  # before response headers
+    ttft_ms: float = 0.0  # headers -> first token
+    tpot_ms: float = 0.0  # between tokens
+    tokens: int = 8  # when the request asks for no max_tokens
+    tokens_per_chunk: int = 1
+    usage: bool = True  # send usage when stream_options.include_usage asks for it
+    usage_extra: int = 0  # added to usage.completion_tokens: a server/client mismatch
+
+
+class ServerThread:
+    """An aiohttp app served on 127.0.0.1 (a free port) by a loop in a daemon thread."""
+
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.port = 0
+
+    def __enter__(self) -> ServerThread:
+        self._thread.start()
+        self.port = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
+        return self
+
+    async def _start(self) -> int:
+        self._runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    def __exit__(self, *exc: Any) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+# --- OpenAI-compatible ground truth ----------------------------------------------------
+
+
+def openai_app(timing: Timing, model: str = "truth-model") -> web.Application:
+    state = {"requests": 0}
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "tests"}]})
+
+    async def complete(request: web.Request) -> web.StreamResponse:
+        state["requests"] += 1
+        t0 = time.perf_counter()
+        body = await request.json()
+        chat = request.path.endswith("/chat/completions")
+        text = body["messages"][-1]["content"] if chat else body["prompt"]
+        behaviour = next((b for b in BEHAVIOURS if b in text), "@ok")
+        n = int(body.get("max_tokens") or timing.tokens)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and timing.usage
+
+        async def until(ms: float) -> None:
+            delay = t0 + ms / 1e3 - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+
+        await until(timing.queue_ms)
+        if behaviour == "@http_503":
+            return web.json_response({"error": {"message": "overloaded"}}, status=503)
+        if behaviour == "@disconnect":
+            request.transport.close()  # type: ignore[union-attr]
+            return web.Response()
+        if not body.get("stream"):
+            await until(timing.queue_ms + timing.ttft_ms + (n - 1) * timing.tpot_ms)
+            content = "" if behaviour == "@empty" else " ".join(f"t{i}" for i in range(n))
+            answer = {"message": {"role": "assistant", "content": content}} if chat else {"text": content}
+            usage = {"prompt_tokens": len(text.split()), "completion_tokens": n + timing.usage_extra}
+            return web.json_response({"choices": [{**answer, "index": 0, "finish_reason": "length"}], "usage": usage})
+
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+
+        def event(piece: str | None, finish: str | None = None) -> bytes:
+            if chat:
+                choice: dict[str, Any] = {"index": 0, "delta": {"content": piece} if piece is not None else {}}
+            else:
+                choice = {"index": 0, "text": piece or ""}
+            choice["finish_reason"] = finish
+            return b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n"
+
+        if chat:
+            await resp.write(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"role": "assistant"}}]}).encode() + b"\n\n")
+        if behaviour == "@empty":
+            await resp.write(event(None, "stop") + b"data: [DONE]\n\n")
+            return resp
+        if behaviour == "@server_error":
+            await resp.write(b'data: {"error": {"message": "model crashed"}}\n\n')
+            return resp
+        k = timing.tokens_per_chunk
+        sent = 0
+        while sent < n:
+            take = min(k, n - sent)
+            # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
+            await until(timing.queue_ms + timing.ttft_ms + (sent + take - 1) * timing.tpot_ms)
+            last = sent + take == n
+            await resp.write(event(" ".join(f"t{i}" for i in range(sent, sent + take)) + " ", "length" if last else None))
+            sent += take
+            if sent >= 2 and behaviour == "@malformed_sse":
+                await resp.write(b"data: {not json\n\n")
+                return resp
+            if sent >= 2 and behaviour == "@truncated":
+                return resp  # ends the body without finish_reason or [DONE]
+            if behaviour == "@hang":
+                await asyncio.sleep(3600)
+        if include_usage:
+            usage = {"prompt_tokens": len(text.split()), "completion_tokens": n + timing.usage_extra}
+            await resp.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    app = web.Application()
+    app["state"] = state
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", complete)
+    app.router.add_post("/v1/completions", complete)
+    return app
+
+
+def write_prompts(path: Path, behaviours: list[str], max_tokens: int | None = None) -> Path:
+    """One prompt per behaviour keyword, as a JSONL prompt file."""
+    with open(path, "w") as f:
+        for i, b in enumerate(behaviours):
+            row: dict[str, Any] = {"prompt": f"request {i} {b}"}
+            if max_tokens:
+                row["max_tokens"] = max_tokens
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+# --- KServe v2 over ONNX Runtime ---------------------------------------------------------
+
+_ORT_TO_V2 = {"tensor(float)": "FP32", "tensor(int64)": "INT64", "tensor(double)": "FP64"}
+
+
+def kserve_app(model_path: Path, name: str = "digits") -> web.Application:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(model_path), sess_options=so, providers=["CPUExecutionProvider"])
+
+    def spec(node: Any) -> dict[str, Any]:
+        return {
+            "name": node.name,
+            "datatype": _ORT_TO_V2[node.type],
+            "shape": [d if isinstance(d, int) else -1 for d in node.shape],
+        }
+
+    async def metadata(_: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "name": name,
+                "versions": ["1"],
+                "platform": "onnxruntime_onnx",
+                "inputs": [spec(i) for i in session.get_inputs()],
+                "outputs": [spec(o) for o in session.get_outputs()],
+            }
+        )
+
+    async def infer(request: web.Request) -> web.Response:
+        body = await request.json()
+        feeds = {
+            t["name"]: np.asarray(t["data"], dtype=np.float32 if t["datatype"] == "FP32" else np.int64).reshape(t["shape"])
+            for t in body["inputs"]
+        }
+        outs = session.run(None, feeds)
+        return web.json_response(
+            {
+                "model_name": name,
+                "model_version": "1",
+                "outputs": [
+                    {"name": o.name, "datatype": "FP32", "shape": list(v.shape), "data": v.ravel().tolist()}
+                    for o, v in zip(session.get_outputs(), outs, strict=True)
+                ],
+            }
+        )
+
+    app = web.Application()
+    app.router.add_get(f"/v2/models/{name}", metadata)
+    app.router.add_post(f"/v2/models/{name}/infer", infer)
+    return app
