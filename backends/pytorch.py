@@ -22,6 +22,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import sys
 import time
 import zipfile
 from dataclasses import dataclass
@@ -113,7 +114,8 @@ class PyTorchBackend(Backend):
         self.weights_sha256 = loaded.weights_sha256
         self._specs = self._signature(loaded, ctx.model)
         module = loaded.module
-        module = module.eval() if hasattr(module, "eval") else module
+        if loaded.source != "export":  # a program's train/eval behaviour was fixed when it was exported
+            module = module.eval()
         dtype = getattr(torch, _PRECISIONS[o.precision])
         self._convert = dtype if o.precision != "fp32" and o.precision_mode == "convert" else None
         self._autocast = dtype if o.precision != "fp32" and o.precision_mode == "autocast" else None
@@ -361,6 +363,11 @@ def _import(module_part: str, ref: str) -> Any:
     """A dotted module name, or a .py file given by path (no PYTHONPATH needed)."""
     try:
         if not module_part.endswith(".py"):
+            # Like `uvicorn main:app`: a package in the current folder is found whether the
+            # harness runs as `python -m harness` (cwd on sys.path) or as the `harness` script.
+            cwd = str(Path.cwd())
+            if cwd not in sys.path and "" not in sys.path:
+                sys.path.insert(0, cwd)
             return importlib.import_module(module_part)
         file = Path(module_part)
         if not file.is_file():

@@ -198,3 +198,5 @@ def backends() -> None:
             opts = ", ".join(f"{k}={f.default!r}" if f.default_factory is None else k for k, f in fields.items())
         table.add_row(name, avail, opts, bi.target)
     console.print(table)
+from harness.cli_torch import export_onnx, parity  # noqa: E402 - registered last, after main exists
+main.add_command(parity); main.add_command(export_onnx)
