@@ -116,13 +116,14 @@ class Usage:
     failed_output_tokens: int
     tool_calls: float | None  # None: the backend reported none; the sheet's assumption applies
     success_criterion: str
+    retries: int = 0  # extra attempts a backend sent itself (tokens.jsonl "retries"), all paid
 
     @property
     def failed(self) -> int:
         return self.requests - self.succeeded
 
 
-def usage_from_run(summary: dict[str, Any], columns: dict[str, Any] | None) -> Usage:
+def usage_from_run(summary: dict[str, Any], columns: dict[str, Any] | None, retries: int = 0) -> Usage:
     """Quantities from summary.json and records.csv columns (`Records.columns`)."""
     ours = summary.get("harness") or {}
     tokens = summary.get("tokens") or {}
@@ -154,6 +155,7 @@ def usage_from_run(summary: dict[str, Any], columns: dict[str, Any] | None) -> U
         failed_output_tokens=failed_out,
         tool_calls=float(tokens["tool_calls"]) if tokens.get("tool_calls") is not None else None,
         success_criterion=criterion,
+        retries=retries,
     )
 
 
@@ -164,6 +166,7 @@ def _per(amount: float, count: float, scale: float = 1.0) -> float | None:
 def compute_cost(sheet: CostSheet, usage: Usage) -> dict[str, Any]:
     """The itemized cost and the per-unit figures, as written to cost.json."""
     n, s, f = usage.requests, usage.succeeded, usage.failed
+    sent = n + usage.retries  # a retried attempt is a request sent and paid for
     uncached = max(usage.input_tokens - usage.cached_input_tokens, 0)  # prompt counts include cached ones
     tool_calls = usage.tool_calls if usage.tool_calls is not None else sheet.tool_calls_per_request * n
     device_hours = sheet.devices * sheet.device_share * usage.run_time_s / 3600
@@ -173,7 +176,8 @@ def compute_cost(sheet: CostSheet, usage: Usage) -> dict[str, Any]:
     rows: list[tuple[str, float, str, float, float, float]] = [
         ("device", device_hours, "device-hours", sheet.device_hourly, device_hours * sheet.device_hourly,
          device_hours * sheet.device_hourly * fail_share),  # device time split by request count
-        ("requests", n, "requests", sheet.per_request, n * sheet.per_request, f * sheet.per_request),
+        ("requests", sent, "requests sent", sheet.per_request, sent * sheet.per_request,
+         (f + usage.retries) * sheet.per_request),
         ("input_tokens", uncached, "tokens", sheet.input_per_1m_tokens / 1e6,
          uncached * sheet.input_per_1m_tokens / 1e6, usage.failed_input_tokens * sheet.input_per_1m_tokens / 1e6),
         ("cached_input_tokens", usage.cached_input_tokens, "tokens", sheet.cached_input_per_1m_tokens / 1e6,
@@ -217,16 +221,33 @@ def compute_cost(sheet: CostSheet, usage: Usage) -> dict[str, Any]:
         "success_criterion": usage.success_criterion,
         "per_request_includes": serving_items,
         "per_successful_task_includes": serving_items
-        + ["failed attempts (paid, then retried)"] * (f > 0 and failed_attempts > 0)
+        + ["failed and retried attempts"] * (failed_attempts > 0)
         + ["review"] * (review > 0),
     }
+
+
+def retries_in_run(run_dir: Path) -> int:
+    """Attempts a backend retried on its own, from tokens.jsonl (absent: none)."""
+    from harness.records import TOKENS_FILE
+
+    path = run_dir / TOKENS_FILE
+    if not path.exists():
+        return 0
+    total = 0
+    with open(path) as f:
+        for line in f:
+            try:
+                total += int(json.loads(line).get("retries") or 0)
+            except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
+                continue  # a line cut by a crash mid-write
+    return total
 
 
 def cost_for_run(run_dir: Path, summary: dict[str, Any], sheet: CostSheet) -> dict[str, Any]:
     from harness.records import RECORDS_FILE, read_records
 
     columns = read_records(run_dir).columns if (run_dir / RECORDS_FILE).exists() else None
-    return compute_cost(sheet, usage_from_run(summary, columns))
+    return compute_cost(sheet, usage_from_run(summary, columns, retries_in_run(run_dir)))
 
 
 def write_cost(run_dir: Path, cost: dict[str, Any]) -> Path:
