@@ -93,9 +93,9 @@ def run_test(run_dir: Path) -> dict[str, Any]:
     if backend_cls.kind == "tensor":
         sample = dataset.materialize(0)
         batch = {k: v[None] for k, v in sample.items()}
-        backend.warmup(batch)
         first = backend.predict(batch)[0]
         response_format = {"dtype": str(first.dtype), "shape": list(first.shape[1:])}
+        backend.warmup(batch)  # last, so a backend may reset its state after warming up
     else:
         # Tensor answers over the event loop (KServe v2) are scored like local ones.
         response_format = getattr(sut_factory, "response_format", None)

@@ -10,6 +10,7 @@ records, so they never count as fast successes.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -49,8 +50,7 @@ class TensorSUT:
         self._take_lock = threading.Lock()
         self._cv = threading.Condition()
         self._stopping = False
-        self._batch_ids = iter(range(1 << 62))
-        self._batch_lock = threading.Lock()
+        self._batch_ids = itertools.count()  # next() is atomic under the GIL
         self.failed = 0
         self._threads = [
             threading.Thread(target=self._work, args=(w,), name=f"worker-{w}", daemon=True) for w in range(workers)
@@ -132,8 +132,7 @@ class TensorSUT:
         return more
 
     def _serve(self, items: list[tuple[int, int, int]], worker: int) -> None:
-        with self._batch_lock:
-            batch_id = next(self._batch_ids)
+        batch_id = next(self._batch_ids)
         dispatch = time.perf_counter_ns()
         error = ""
         outputs = None
