@@ -1,0 +1,157 @@
+"""Harness overhead and fidelity, each figure beside its baseline, measured in one run.
+
+    python benchmarks/bench_core.py [--quick]
+
+1. Server: highest VALID target_qps, raw LoadGen + inline null SUT vs harness + synthetic
+   backend at zero service time (goal: harness >= 50 % of raw).
+2. Offline: samples/s, raw vs harness at zero service time (goal >= 50 %).
+3. ONNX Runtime Offline: harness vs a plain onnxruntime loop over the same model, batch
+   and threads (goal >= 95 %).
+4. Fidelity: synthetic backend with a fixed 5 ms service time, SingleStream p50 (goal
+   within 3 % of 5 ms).
+Machines are noisy: only ratios within this one run mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import runner  # noqa: E402
+from harness.config import RunConfig  # noqa: E402
+
+LADDER = [5_000, 10_000, 20_000, 40_000, 60_000, 80_000, 100_000, 130_000, 160_000, 200_000, 250_000]
+
+
+def raw(scenario: str, value: float, tmp: Path) -> dict:
+    out = tmp / f"raw-{scenario}-{int(value)}-{time.monotonic_ns()}"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "raw_loadgen.py"), scenario, str(value), str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def harness(tmp: Path, **settings) -> dict:
+    return runner.run(RunConfig(**settings), tmp / "harness").summary
+
+
+def peak_server(run_one) -> tuple[float, float]:
+    """Walk up the ladder until INVALID; returns (highest VALID qps, its p99 ms)."""
+    best, best_p99 = 0.0, 0.0
+    for qps in LADDER:
+        validity, p99 = run_one(qps)
+        if validity != "VALID":
+            break
+        best, best_p99 = qps, p99
+    return best, best_p99
+
+
+def heavy_mlp(path: Path) -> None:
+    """An MLP big enough that inference, not Python, dominates (~tens of µs per sample)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    dims = [512, 1024, 1024, 10]
+    inits, nodes, prev = [], [], "x"
+    for i, (a, b) in enumerate(zip(dims, dims[1:])):
+        inits += [numpy_helper.from_array((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32), f"w{i}"),
+                  numpy_helper.from_array(np.zeros(b, np.float32), f"b{i}")]
+        nodes.append(helper.make_node("Gemm", [prev, f"w{i}", f"b{i}"], [f"g{i}"]))
+        prev = f"g{i}"
+        if i < len(dims) - 2:
+            nodes.append(helper.make_node("Relu", [prev], [f"r{i}"]))
+            prev = f"r{i}"
+    graph = helper.make_graph(nodes, "heavy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 512])],
+                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, ["N", 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+
+
+def plain_ort_loop(model: Path, batch: int, threads: int, seconds: float) -> float:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    x = np.random.default_rng(0).standard_normal((batch, 512)).astype(np.float32)
+    sess.run(None, {name: x})
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        sess.run(None, {name: x})
+        n += batch
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="shorter runs (noisier)")
+    args = ap.parse_args()
+    dur = 1.0 if args.quick else 2.0
+    import os
+
+    os.environ["BENCH_MIN_DURATION_S"] = str(dur)
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+
+        def raw_server(qps):
+            r = raw("Server", qps, tmp)
+            return r["validity"], r["p99_ms"]
+
+        def our_server(qps):
+            s = harness(tmp, backend="synthetic", scenario="Server", target_qps=qps, target_latency_ms=10,
+                        min_duration_s=dur, min_query_count=1000)
+            return s["validity"]["result"], s["loadgen"]["latency_ms"]["p99"]
+
+        raw_peak, raw_p99 = peak_server(raw_server)
+        our_peak, our_p99 = peak_server(our_server)
+        rows.append(("Server peak VALID QPS (10 ms p99 bound)", raw_peak, our_peak, 0.5))
+
+        raw_off = raw("Offline", 2_000_000, tmp)["throughput"]
+        ours = harness(tmp, backend="synthetic", scenario="Offline", offline_expected_qps=2_000_000,
+                       min_duration_s=dur, max_batch=256)
+        rows.append(("Offline samples/s, zero service time", raw_off, ours["loadgen"]["throughput_per_s"], 0.5))
+
+        model = tmp / "heavy.onnx"
+        heavy_mlp(model)
+        threads = os.cpu_count() or 1
+        batch = 32
+        loop = plain_ort_loop(model, batch, threads, 5.0)
+        ours = harness(tmp, backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
+                       offline_expected_qps=loop, min_duration_s=5.0,
+                       backend_options={"intra_op_threads": threads})
+        rows.append((f"ORT Offline samples/s (MLP 512-1024-1024-10, batch {batch}, {threads} threads)",
+                     loop, ours["loadgen"]["throughput_per_s"], 0.95))
+
+        fid = harness(tmp, backend="synthetic", scenario="SingleStream", backend_options={"service_time_ms": 5.0},
+                      single_stream_expected_latency_ms=5, min_duration_s=dur * 2, min_query_count=100)
+        p50 = fid["loadgen"]["latency_ms"]["p50"]
+
+    print(f"{'figure':62s} {'baseline':>14s} {'harness':>14s} {'ratio':>7s} {'goal':>6s}")
+    for name, base, ours_v, goal in rows:
+        ratio = ours_v / base if base else float("nan")
+        flag = "ok" if ratio >= goal else "BELOW"
+        print(f"{name:62s} {base:>14,.0f} {ours_v:>14,.0f} {ratio:>7.3f} {'>=' + str(goal):>6s} {flag}")
+    err = abs(p50 - 5.0) / 5.0
+    print(f"{'SingleStream p50 at a fixed 5 ms service time (ms)':62s} {5.0:>14.3f} {p50:>14.3f} {p50 / 5:>7.3f} {'±3%':>6s} "
+          f"{'ok' if err <= 0.03 else 'OUTSIDE'}")
+    print(f"(Server p99 at the peak: raw {raw_p99:.3f} ms, harness {our_p99:.3f} ms)")
+
+
+if __name__ == "__main__":
+    main()
