@@ -101,3 +101,11 @@ def test_early_stopping_explained_with_query_count():
     }
     _, fixes = explain("MultiStream", lg, {})
     assert fixes == ["raise min_query_count to ≥ 662"]
+
+
+def test_configuration_reference_lists_every_setting():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    missing = [k for k in RunConfig.model_fields if f"`{k}`" not in doc]
+    assert not missing, f"docs/configuration.md lacks {missing}"
