@@ -22,7 +22,7 @@ import numpy as np
 
 STAGES = ("queue", "service", "generation")
 STAGES_FILE = "stages.jsonl"
-#: completed below this fraction of the offered rate = the SUT did not keep up
+#: completed below this fraction of the offered rate: the SUT did not keep up
 SATURATION_RATIO = 0.95
 
 
@@ -123,14 +123,19 @@ def rates(summary: dict[str, Any]) -> dict[str, Any]:
     notes: list[str] = []
     saturated = None
     if target and completed is not None:
-        saturated = completed < SATURATION_RATIO * target
-        if offered is not None and offered < SATURATION_RATIO * target:
+        # Judge the SUT against what LoadGen really offered: Poisson arrivals over a short
+        # run miss the target by a few percent by chance (1 s at 300/s: ±17 queries, 1 sigma).
+        basis = offered or target
+        saturated = completed < SATURATION_RATIO * basis
+        expected = target * duration
+        if offered is not None and expected > 0 and (target - offered) * duration > 3 * np.sqrt(expected):
             notes.append(
-                f"LoadGen scheduled only {offered:,.1f}/s of the {target:,.1f}/s target: the client side fell behind"
+                f"LoadGen scheduled only {offered:,.1f}/s of the {target:,.1f}/s target, more than chance "
+                "explains: the load generator (client side) fell behind"
             )
         if saturated:
             notes.append(
-                f"the SUT completed {completed:,.1f}/s of {offered or target:,.1f}/s offered: it is saturated, "
+                f"the SUT completed {completed:,.1f}/s of {basis:,.1f}/s offered: it is saturated, "
                 "so queue time grows for the whole run"
             )
     return {
