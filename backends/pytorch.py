@@ -126,6 +126,10 @@ class PyTorchBackend(Backend):
             module = module.to(memory_format=torch.channels_last)
         self.module = module
         self.load_model_s = time.perf_counter() - t0
+        # Counted now: the child calls describe() after close() has freed the module.
+        params = list(module.parameters()) if hasattr(module, "parameters") else []
+        self._param_count = int(sum(p.numel() for p in params))
+        self._param_dtype = str(params[0].dtype).removeprefix("torch.") if params else None
 
         # A model traced with a fixed batch only runs at that batch; a compiled one is
         # compiled once at max_batch. Both get smaller batches padded up to that size, so
@@ -259,7 +263,6 @@ class PyTorchBackend(Backend):
             device_name = f"cpu ({torch.backends.cpu.get_cpu_capability()})"
         else:
             device_name = str(self.device)
-        params = list(self.module.parameters()) if hasattr(self.module, "parameters") else []
         return {
             "backend": self.name,
             "engine": "torch",
@@ -270,8 +273,8 @@ class PyTorchBackend(Backend):
             "device_name": device_name,
             "model_source": self.source,
             "weights_sha256": self.weights_sha256,
-            "parameters": int(sum(p.numel() for p in params)),
-            "parameter_dtype": str(params[0].dtype).removeprefix("torch.") if params else None,
+            "parameters": self._param_count,
+            "parameter_dtype": self._param_dtype,
             "precision": o.precision,
             "precision_mode": o.precision_mode if o.precision != "fp32" else None,
             "compile": o.compile,
