@@ -200,3 +200,5 @@ def backends() -> None:
     console.print(table)
 from harness.cli_torch import export_onnx, parity  # noqa: E402 - registered last, after main exists
 main.add_command(parity); main.add_command(export_onnx)
+from harness.cli_llm import kv_cache  # noqa: E402
+main.add_command(kv_cache)
