@@ -92,7 +92,7 @@ class HttpOptions(BackendOptions):
     tokenizer: str | None = Field(
         None, description="local token counting: 'whitespace' or a .gguf file (needs llama-cpp-python)"
     )
-    warmup_requests: int = Field(1, ge=0, description="requests sent before the timed test")
+    warmup_requests: int = Field(1, ge=0, description="requests sent at once before the timed test (opens as many pooled connections)")
     check_server: bool = Field(True, description="query the server's model metadata at load")
 
     @field_validator("url")

@@ -85,14 +85,19 @@ class EventLoopThread:
 class StreamingFactory:
     """What `build_streaming` hands the child: builds the SUT once records exist."""
 
-    def __init__(self, config: RunConfig, backend: Backend, dataset: Dataset, runner: EventLoopThread) -> None:
+    def __init__(
+        self, config: RunConfig, backend: Backend, dataset: Dataset, runner: EventLoopThread, warm_output: Any
+    ) -> None:
         self.config = config
         self.backend = backend
         self.dataset = dataset
         self.runner = runner
         fmt = getattr(backend, "response_format", None)
-        #: dtype/shape of one output, so the summary can score accuracy (tensor answers only)
+        #: dtype/shape of one output, so the summary can score accuracy (tensor answers
+        #: only): the server's metadata when it has some, else the warm-up answer's
         self.response_format = fmt() if callable(fmt) else None
+        if self.response_format is None and isinstance(warm_output, np.ndarray):
+            self.response_format = {"dtype": warm_output.dtype.name, "shape": list(warm_output.shape)}
 
     def __call__(self, records: RecordWriter, return_outputs: bool) -> StreamingSUT:
         import mlperf_loadgen as lg
@@ -128,23 +133,33 @@ def build_streaming(config: RunConfig, backend: Backend, workers: int) -> tuple[
     dataset = PreparedDataset(source, prepare) if prepare else source
     runner = EventLoopThread()
     warm = int(getattr(backend.options, "warmup_requests", 1))
-    if warm:
-        runner.run(_warmup(backend, dataset, warm))
-    return dataset, StreamingFactory(config, backend, dataset, runner)
+    output = runner.run(_warmup(backend, dataset, warm))
+    return dataset, StreamingFactory(config, backend, dataset, runner, output)
 
 
-async def _warmup(backend: Backend, dataset: Dataset, n: int) -> None:
-    """Open the pool and send `n` requests outside the timed test; any failure stops the run."""
+async def _warmup(backend: Backend, dataset: Dataset, n: int) -> Any:
+    """Open the pool and send `n` requests at once, outside the timed test.
+
+    Sent concurrently so that `n` pooled connections are open when the test starts: a
+    burst of first requests would otherwise pay the TCP (and TLS) handshakes inside
+    the timed TTFT. Any failure stops the run. Returns a whole answer
+    (info["output"]) seen, if any.
+    """
     opener = getattr(backend, "open", None)
     if opener is not None:
         await opener()
-    for i in range(n):
-        sample = dataset.materialize(i % len(dataset))
+
+    async def one(i: int) -> Any:
+        output = None
         try:
-            async for _ in backend.stream(sample):
-                pass
+            async for chunk in backend.stream(dataset.materialize(i % len(dataset))):
+                output = chunk.info.get("output", output)
         except Exception as e:  # noqa: BLE001 - every failure kind stops the run here, with its text
             raise BackendError(f"warm-up request {i} failed before the test started: {e}") from e
+        return output
+
+    outputs = await asyncio.gather(*(one(i) for i in range(n)))
+    return next((o for o in outputs if o is not None), None)
 
 
 class StreamingSUT:

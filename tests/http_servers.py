@@ -82,14 +82,21 @@ class ServerThread:
 # --- OpenAI-compatible ground truth ----------------------------------------------------
 
 
-def openai_app(timing: Timing, model: str = "truth-model") -> web.Application:
-    state = {"requests": 0}
+def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None = None) -> web.Application:
+    """With `api_key`, requests without that bearer token get a 401 that echoes what they
+    sent, as careless servers do: the harness must keep the key out of its records anyway."""
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
+        sent = request.headers.get("Authorization", "")
+        if api_key is not None and sent != f"Bearer {api_key}":
+            return web.json_response({"error": {"message": f"invalid credentials {sent!r}"}}, status=401)
+        return await handler(request)
 
     async def models(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "tests"}]})
 
     async def complete(request: web.Request) -> web.StreamResponse:
-        state["requests"] += 1
         t0 = time.perf_counter()
         body = await request.json()
         chat = request.path.endswith("/chat/completions")
@@ -157,8 +164,7 @@ def openai_app(timing: Timing, model: str = "truth-model") -> web.Application:
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
-    app = web.Application()
-    app["state"] = state
+    app = web.Application(middlewares=[auth])
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", complete)
     app.router.add_post("/v1/completions", complete)
