@@ -87,9 +87,13 @@ def _manifest(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def run(config: RunConfig, output_root: Path) -> RunOutcome:
+def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -> RunOutcome:
+    """One test in a child process. `audit_config`: the text of a LoadGen compliance
+    audit.config (TEST01/TEST04), written into the folder before the child starts."""
     config = resolve(config)
     run_dir = _new_run_dir(output_root, config.name, config.scenario)
+    if audit_config is not None:
+        (run_dir / "audit.config").write_text(audit_config)
     (run_dir / "run.yaml").write_text(config.to_yaml())
     (run_dir / "system.json").write_text(json.dumps(describe_system(), indent=2))
     manifest = _manifest(config, run_dir)
@@ -117,6 +121,11 @@ def run(config: RunConfig, output_root: Path) -> RunOutcome:
             why = f"the test process exited with code {rc}"
         status.update(status="incomplete", reason=why)
     summary = write_summary(run_dir, status)
+    # Hash what the run produced, so `harness check` can tell an edited record or summary.
+    for produced in ("records.csv", "summary.json"):
+        if (run_dir / produced).is_file():
+            manifest["sha256"][produced] = sha256_file(run_dir / produced)
+    (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
     if error and error.get("exit_code") == 2 and not summary["harness"].get("samples"):
         # A configuration or model problem found before the test started: one clear line.
         err = HarnessError(f"{error['message']} (results folder: {run_dir})")
