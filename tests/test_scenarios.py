@@ -40,9 +40,9 @@ def test_single_stream_fixed_service_time_is_reported_exactly(run_harness):
     ours, lg = s["harness"], s["loadgen"]
     assert ours["samples"] == lg["query_count"] >= 200
     assert ours["failed"] == 0 and ours["success_rate"] == 1.0
-    # Ground truth: 2 ms of sleep. Sleep overshoots by tens of microseconds, never less.
-    assert 2.0 <= ours["service_ms"]["p50"] <= 2.0 * 1.05
-    assert 2.0 <= ours["latency_ms"]["p50"] <= 2.0 * 1.06
+    # Ground truth: 2 ms of service. A busy machine can only make it later, never earlier.
+    assert 2.0 <= ours["service_ms"]["p50"] <= 2.0 * 1.05, ours["service_ms"]
+    assert 2.0 <= ours["latency_ms"]["p50"] <= 2.0 * 1.08, ours["latency_ms"]
     _agree(s, "latency_p50", 0.03)
     _agree_latency(s, "p90", 0.03, 0.25)
     _agree_latency(s, "p99", 0.03, 0.5)
