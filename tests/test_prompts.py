@@ -1,0 +1,97 @@
+"""Prompt datasets: JSONL parsing with located errors, seeded synthetic lengths, the QSL contract."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.errors import DatasetError
+from harness.prompts import build_prompt_dataset
+
+
+def _write(path, rows):
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_jsonl_prompts_and_messages(tmp_path):
+    f = _write(
+        tmp_path / "p.jsonl",
+        [
+            {"prompt": "hello there", "max_tokens": 7, "expected": "hi"},
+            {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "why?"}]},
+        ],
+    )
+    for spec in (str(f), f"jsonl:{f}", f"npy:{f}"):  # npy: is how the runner resolves a path
+        ds = build_prompt_dataset(spec, 0)
+        assert len(ds) == 2
+        assert ds.materialize(0).prompt == "hello there" and ds.materialize(0).max_tokens == 7
+        assert ds.materialize(0).expected == "hi"
+        assert ds.materialize(1).messages[1] == {"role": "user", "content": "why?"}
+        assert ds.materialize(1).text() == "be brief\nwhy?"
+    assert ds.describe()["chat"] is True and ds.describe()["with_expected_output"] == 1
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("{oops", "p.jsonl:2: not valid JSON"),
+        ({"prompt": "a", "messages": []}, "exactly one of"),
+        ({"prompt": "a", "max_tokens": 0}, "max_tokens"),
+        ({"messages": [{"role": "user"}]}, "messages"),
+        ({"prompt": "a", "temperature": 1}, "unknown field(s) temperature"),
+    ],
+)
+def test_jsonl_errors_name_the_line(tmp_path, row, message):
+    f = _write(tmp_path / "p.jsonl", [{"prompt": "fine"}, row])
+    with pytest.raises(DatasetError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        build_prompt_dataset(str(f), 0)
+
+
+def test_synthetic_lengths_are_seeded_and_follow_the_distribution():
+    a = build_prompt_dataset("synthetic:isl=lognormal(1024,0.5),osl=64,n=400", 0)
+    b = build_prompt_dataset("synthetic:isl=lognormal(1024,0.5),osl=64,n=400", 0)
+    c = build_prompt_dataset("synthetic:isl=lognormal(1024,0.5),osl=64,n=400,seed=1", 0)
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+    words = np.array([len(p.prompt.split()) for p in a.prompts])
+    assert np.all(words == [p.target_input_tokens for p in a.prompts])
+    assert abs(np.median(words) / 1024 - 1) < 0.1  # lognormal's median
+    assert abs(np.std(np.log(words)) - 0.5) < 0.05
+    assert {p.max_tokens for p in a.prompts} == {64}  # osl is asked for via max_tokens
+    # sample i does not depend on n
+    short = build_prompt_dataset("synthetic:isl=lognormal(1024,0.5),osl=64,n=3", 0)
+    assert [p.prompt for p in short.prompts] == [p.prompt for p in a.prompts[:3]]
+
+
+def test_synthetic_fixed_and_uniform_lengths():
+    ds = build_prompt_dataset("synthetic:isl=128,osl=uniform(10,20),n=200", 3)
+    assert {len(p.prompt.split()) for p in ds.prompts} == {128}
+    outs = [p.max_tokens for p in ds.prompts]
+    assert min(outs) >= 10 and max(outs) <= 20 and len(set(outs)) > 5
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("synthetic:isl=lognormal(1024)", "neither a number"),
+        ("synthetic:isl=0", "at least 1"),
+        ("synthetic:isl=8,foo=1", "unknown parameter"),
+        ("digits", "unknown prompt dataset"),
+        ("jsonl:/nonexistent/p.jsonl", "does not exist"),
+    ],
+)
+def test_bad_specs_say_what_is_wrong(spec, message):
+    with pytest.raises(DatasetError, match=message):
+        build_prompt_dataset(spec, 0)
+
+
+def test_qsl_load_and_unload():
+    ds = build_prompt_dataset("synthetic:isl=4,osl=4,n=10", 0)
+    ds.load([1, 3, 5])
+    assert ds.loaded_count == 3 and ds.get(3).target_input_tokens == 4
+    ds.unload([1, 3, 5])
+    assert ds.loaded_count == 0
+    with pytest.raises(KeyError):
+        ds.get(3)
