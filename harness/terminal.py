@@ -20,8 +20,8 @@ _COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
 def rich_table(title: str, spec: fig.Table) -> Table:
     header, rows = spec
     table = Table(title=title, title_justify="left", title_style="bold", header_style="dim", box=None, pad_edge=False)
-    for h, right in zip(header, fig.numeric_columns(spec)):
-        table.add_column(h, justify="right" if right else "left")
+    for i, (h, right) in enumerate(zip(header, fig.numeric_columns(spec))):
+        table.add_column(h, justify="right" if right else "left", no_wrap=i == 0)
     for row in rows:
         table.add_row(*row)
     return table
@@ -66,8 +66,7 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         console.print(rich_table("breakdown", (["stage", "harness"], rows)))
     tokens = summary.get("tokens")
     if isinstance(tokens, dict):
-        spec = fig.tokens_table(tokens)
-        if spec:
+        for spec in fig.tokens_tables(tokens):
             console.print(rich_table("tokens", spec))
     acc = summary.get("accuracy")
     if acc and acc.get("metric"):

@@ -1,8 +1,9 @@
-"""Results folders for the report tests: real synthetic runs, and a token run built by hand.
+"""Results folders for the report tests: real synthetic and HTTP runs, and a token run built by hand.
 
-The token folder starts from a real Server run and gives each record a first token,
-output and input token counts, plus a `tokens` section that follows
-docs/summary.schema.json, so renderers can be checked on LLM figures without a server.
+The hand-built token folder starts from a real Server run with failures and gives each
+record a first token, output and input token counts, plus a `tokens` section that follows
+docs/summary.schema.json with the figures no backend produces yet (goodput, cached
+input tokens), so renderers and cost are checked on them too.
 """
 
 from __future__ import annotations
@@ -37,6 +38,29 @@ def server_run_with_failures(root: Path) -> Path:
     ).run_dir
 
 
+def http_token_run(root: Path) -> Path:
+    """A real generative run: the HTTP backend against the in-process OpenAI test server
+    (2 ms queue, 10 ms to first token, 2 ms per token, 12 tokens)."""
+    from http_servers import ServerThread, Timing, openai_app
+
+    with ServerThread(openai_app(Timing(queue_ms=2, ttft_ms=10, tpot_ms=2, tokens=12))) as srv:
+        return runner.run(
+            RunConfig(
+                backend="http",
+                scenario="Server",
+                dataset="synthetic:isl=32,osl=12,n=16",
+                backend_options={"protocol": "openai-chat", "url": srv.url + "/v1"},
+                target_qps=50,
+                min_duration_s=1.0,
+                min_query_count=50,
+                use_token_latencies=True,
+                ttft_latency_ms=5000,
+                tpot_latency_ms=1000,
+            ),
+            root,
+        ).run_dir
+
+
 def token_run(source: Path, dest: Path) -> Path:
     """A copy of `source` whose records streamed tokens: TTFT grows with input length."""
     shutil.copytree(source, dest)
@@ -60,6 +84,7 @@ def token_run(source: Path, dest: Path) -> Path:
     summary = json.loads((dest / "summary.json").read_text())
     duration = summary["harness"]["duration_s"]
     summary["tokens"] = {
+        "requests": int(ok.sum()),
         "ttft_ms": percentiles_ms(ttft),
         "tpot_ms": percentiles_ms(tpot),
         "itl_ms": percentiles_ms(tpot),
@@ -69,6 +94,8 @@ def token_run(source: Path, dest: Path) -> Path:
         "output_tokens": int(n_tokens.sum()),
         "output_tokens_per_s": float(n_tokens[ok].sum()) / duration,
         "goodput": {"criterion": "TTFT under 50 ms", "requests": int((ttft < 50e6).sum()), "per_s": None, "rate": None},
+        "loadgen": {"ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None},
+        "agreement": {},
     }
     (dest / "summary.json").write_text(json.dumps(summary, indent=2))
     return dest

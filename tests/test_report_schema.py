@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from report_runs import SCHEMA, server_run_with_failures, token_run
+from report_runs import SCHEMA, http_token_run, server_run_with_failures, token_run
 
 from harness import runner
 from harness.config import RunConfig
@@ -35,22 +35,24 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     ).run_dir
     accuracy = runner.run(RunConfig(**common, scenario="Offline", mode="AccuracyOnly", dataset="synthetic:n=64"), root).run_dir
     return {"server": server, "offline": offline, "multistream": multi, "accuracy": accuracy,
-            "tokens": token_run(server, root / "tokens")}
+            "tokens": token_run(server, root / "tokens"), "http": http_token_run(root)}
 
 
 def test_schema_version_matches_the_code(validator):
     assert validator.schema["properties"]["schema_version"]["const"] == SCHEMA_VERSION
 
 
-@pytest.mark.parametrize("kind", ["server", "offline", "multistream", "accuracy", "tokens"])
+@pytest.mark.parametrize("kind", ["server", "offline", "multistream", "accuracy", "tokens", "http"])
 def test_real_summaries_validate(validator, runs, kind):
     summary = json.loads((runs[kind] / "summary.json").read_text())
     errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(summary)]
     assert errors == []
     if kind == "server":
         assert summary["harness"]["failed"] == summary["harness"]["samples"] // 25
-    if kind == "tokens":
+    if kind in ("tokens", "http"):
         assert summary["tokens"]["ttft_ms"]["p50"] > 0
+    else:
+        assert summary.get("tokens") is None
 
 
 def test_schema_rejects_what_renderers_cannot_read(validator, runs):

@@ -170,25 +170,39 @@ def rate_table(r: dict[str, Any]) -> Table:
     return ["rate", "value"], rows  # r["notes"] are sentences: renderers print them below
 
 
-def _is_latency(v: Any) -> bool:
+def _is_stats(v: Any) -> bool:
     return isinstance(v, dict) and "p50" in v
 
 
-def tokens_table(tokens: dict[str, Any]) -> Table | None:
-    """Any percentile block (ttft_ms, tpot_ms, itl_ms, e2e_ms, ...) and scalar of the tokens section."""
-    blocks = {k: v for k, v in tokens.items() if _is_latency(v)}
-    keys = [k for k in LATENCY_KEYS if any(k in b for b in blocks.values())]
-    rows = [[name] + [ms(b.get(k)) for k in keys] for name, b in blocks.items()]
-    header = ["figure"] + [label(k) for k in keys]
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return str(v)
+    return num(v, 3 if isinstance(v, float) and abs(v) < 10 else (1 if isinstance(v, float) else 0))
+
+
+def tokens_tables(tokens: dict[str, Any]) -> list[Table]:
+    """Token latencies (ours, then LoadGen's) in one table; counts, rates, goodput and
+    checks in a second. Generic over the section's keys, so a figure added later still shows.
+    """
+    lg = tokens.get("loadgen") if isinstance(tokens.get("loadgen"), dict) else {}
+    blocks = [(k, v) for k, v in tokens.items() if _is_stats(v)]
+    blocks += [(f"{k} (LoadGen)", v) for k, v in lg.items() if _is_stats(v)]
+    keys = [k for k in LATENCY_KEYS if any(k in b for _, b in blocks)]
+    tables: list[Table] = []
+    if blocks:
+        tables.append((["figure"] + [label(k) for k in keys], [[name] + [ms(b.get(k)) for k in keys] for name, b in blocks]))
+    rows: list[list[str]] = []
     for k, v in tokens.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            rows.append([k] + [num(v, 1 if isinstance(v, float) else 0)] + [""] * (len(keys) - 1))
-    gp = tokens.get("goodput")
-    if isinstance(gp, dict):
-        for k, v in gp.items():
-            text = num(v, 3) if isinstance(v, float) else str(v)
-            rows.append([f"goodput {k}", text] + [""] * (len(keys) - 1))
-    return (header, rows) if rows else None
+        if k == "loadgen" or _is_stats(v) or isinstance(v, list):
+            continue
+        if isinstance(v, dict):
+            rows += [[f"{k}: {sub}", _scalar(sv)] for sub, sv in v.items() if not isinstance(sv, (dict, list))]
+        else:
+            rows.append([k, _scalar(v)])
+    rows += [[f"LoadGen {k}", _scalar(v)] for k, v in lg.items() if not _is_stats(v) and v is not None]
+    if rows:
+        tables.append((["figure", "value"], rows))
+    return tables
 
 
 def cost_table(cost: dict[str, Any]) -> Table:

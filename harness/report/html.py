@@ -71,8 +71,8 @@ def render_html(data: RunData) -> str:
         notes = "".join(f'<p class="note">{_e(n)}</p>' for n in r["notes"])
         parts.append(_section("achieved vs target rate", _table(fig.rate_table(r)) + notes))
     tokens = s.get("tokens")
-    if isinstance(tokens, dict) and (spec := fig.tokens_table(tokens)):
-        parts.append(_section("tokens", _table(spec)))
+    if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens)):
+        parts.append(_section("tokens", "".join(_table(spec) for spec in specs)))
     acc = s.get("accuracy")
     if acc and acc.get("metric"):
         parts.append(_section("accuracy", f"<p>{_e(acc['metric'])}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,} samples</p>"))

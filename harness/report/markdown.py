@@ -36,8 +36,8 @@ def render_markdown(data: RunData) -> str:
         parts += ["### Achieved vs target rate", _table(fig.rate_table(r))]
         parts += [f"- note: {n}" for n in r["notes"]]
     tokens = s.get("tokens")
-    if isinstance(tokens, dict) and (spec := fig.tokens_table(tokens)):
-        parts += ["### Tokens", _table(spec)]
+    if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens)):
+        parts += ["### Tokens"] + [_table(spec) for spec in specs]
     acc = s.get("accuracy")
     if acc and acc.get("metric"):
         parts.append(f"**Accuracy** {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,} samples")
