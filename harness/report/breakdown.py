@@ -149,8 +149,14 @@ def rates(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def time_series(columns: dict[str, Any], bins: int = 60) -> dict[str, np.ndarray]:
-    """Completions per second and mean stage times in equal time bins from the first issue."""
+def time_series(columns: dict[str, Any], bins: int | None = None) -> dict[str, np.ndarray]:
+    """Completions per second and mean stage times in equal time bins from the first issue.
+
+    By default about 20 requests per bin (5 to 60 bins): fewer per bin and the rates and
+    means are mostly noise, or empty bins.
+    """
+    if bins is None:
+        bins = int(np.clip(len(columns["status"]) // 20, 5, 60))
     t0 = int(columns["issue_ns"].min())
     done_s = (columns["complete_ns"] - t0) / 1e9
     issue_s = (columns["issue_ns"] - t0) / 1e9
@@ -170,5 +176,6 @@ def time_series(columns: dict[str, Any], bins: int = 60) -> dict[str, np.ndarray
         "ok_per_s": np.histogram(done_s[ok], edges)[0] / width,
         "failed_per_s": np.histogram(done_s[~ok], edges)[0] / width,
         "issued_per_s": np.histogram(issue_s, edges)[0] / width,
+        "ok_count": counts,
         **{f"{k}_mean_ms": v for k, v in means.items()},
     }

@@ -111,7 +111,10 @@ def breakdown(columns: dict[str, Any], bd: dict[str, Any]) -> str:
     ax1.legend(loc="upper left", fontsize=8)
     ts = time_series(columns)
     mid = (ts["edges_s"][:-1] + ts["edges_s"][1:]) / 2
-    ax2.stackplot(mid, *[ts[f"{s}_mean_ms"] for s in stages], labels=stages, colors=[_STAGE_COLORS[s] for s in stages])
+    have = ts["ok_count"] > 0  # a bin without completions has no mean, not a zero one
+    ax2.stackplot(
+        mid[have], *[ts[f"{s}_mean_ms"][have] for s in stages], labels=stages, colors=[_STAGE_COLORS[s] for s in stages]
+    )
     ax2.set(xlabel="completion time (s)", ylabel="mean latency (ms)", title="queue vs service over time")
     ax2.legend(loc="upper left", fontsize=8)
     ax2.grid(alpha=0.3)
