@@ -70,6 +70,8 @@ def demo_configs() -> list[Any]:
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print summary.json instead of the table")
 @click.option("--cost", "cost_file", type=click.Path(path_type=Path), help="price sheet YAML (docs/cost.md); writes cost.json")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="N runs, each in its own process, plus their aggregate (docs/reproducibility.md)")
 @_handle_errors
 def run(
     config_file: Path | None,
@@ -86,6 +88,7 @@ def run(
     output_dir: Path,
     as_json: bool,
     cost_file: Path | None,
+    repeat: int,
 ) -> None:
     """Run one LoadGen test (no arguments: the embedded demo)."""
     from harness import registry, runner
@@ -114,15 +117,29 @@ def run(
     worst = 0
     for config in configs:
         config_sheet = sheet or (parse_sheet(config.cost, "cost section of the config") if config.cost else None)
-        outcome = runner.run(config, output_dir)
-        if config_sheet is not None:
-            write_cost(outcome.run_dir, cost_for_run(outcome.run_dir, outcome.summary, config_sheet))
-        if as_json:
-            console.print_json(json.dumps(outcome.summary))
+
+        def priced(outcome: runner.RunOutcome, price_sheet: Any = config_sheet) -> None:
+            if price_sheet is not None:
+                write_cost(outcome.run_dir, cost_for_run(outcome.run_dir, outcome.summary, price_sheet))
+
+        repeated = None
+        if repeat > 1:
+            from harness.repeat import run_repeated
+
+            repeated = run_repeated(config, output_dir, repeat, after_each=priced)  # priced before aggregating
         else:
-            render(outcome.summary, console, str(outcome.run_dir))
-        if outcome.summary["status"] != "complete":
-            worst = max(worst, 3)
+            priced(single := runner.run(config, output_dir))
+        for outcome in repeated.outcomes if repeated else [single]:
+            if as_json:
+                console.print_json(json.dumps(outcome.summary))
+            else:
+                render(outcome.summary, console, str(outcome.run_dir))
+            if outcome.summary["status"] != "complete":
+                worst = max(worst, 3)
+        if repeated and not as_json:
+            from harness.cli_repro import render_aggregate
+
+            render_aggregate(repeated.aggregate, console, repeated.repeat_dir)
     sys.exit(worst)
 
 
@@ -202,3 +219,6 @@ from harness.cli_torch import export_onnx, parity  # noqa: E402 - registered las
 main.add_command(parity); main.add_command(export_onnx)
 from harness.cli_llm import kv_cache  # noqa: E402
 main.add_command(kv_cache)
+from harness.cli_repro import audit, check, compare, rerun, submission  # noqa: E402 - registered last, after main exists
+main.add_command(check); main.add_command(compare); main.add_command(rerun)
+main.add_command(submission); main.add_command(audit)

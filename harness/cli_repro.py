@@ -1,0 +1,201 @@
+"""Commands for reproducible, comparable results: check, compare, rerun, submission, audit.
+
+Thin, like harness.cli: parse, call one library function, print, exit with its code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli import _handle_errors, console, err_console
+
+_KIND_STYLE = {"ok": "green", "note": "dim", "invalid": "yellow", "incomplete": "red", "tampered": "bold red"}
+
+
+def render_aggregate(data: dict[str, Any], out: Console, repeat_dir: Path) -> None:
+    """The repeat aggregate: median, range and 95 % interval per headline figure."""
+    from harness.compare import METRICS
+
+    table = Table(title=f"{data['n']} runs, each in its own process", title_justify="left", box=None, header_style="dim")
+    for h in ("figure", "median", "min", "max", "95% CI of mean", "spread"):
+        table.add_column(h, justify="left" if h == "figure" else "right")
+    for m in METRICS:
+        s = data["metrics"].get(m.name)
+        if not s:
+            continue
+        ci = f"{s['ci95'][0]:,.4g} – {s['ci95'][1]:,.4g}" if s["ci95"] else "—"
+        spread = f"{s['relative_spread']:.1%}" if s["relative_spread"] is not None else "—"
+        table.add_row(f"{m.label} ({m.unit})" if m.unit else m.label, f"{s['median']:,.4g}", f"{s['min']:,.4g}",
+                      f"{s['max']:,.4g}", ci, spread)
+    out.print(table)
+    for w in data["warnings"]:
+        out.print(f"  [yellow]warning:[/] {w}", highlight=False)
+    out.print(f"  [dim]{repeat_dir}[/]")
+
+
+def _print_comparison(comparison: Any, fmt: str) -> None:
+    from harness.compare import markdown, table
+
+    if fmt == "json":
+        click.echo(json.dumps(comparison.to_dict(), indent=2, default=str))
+        return
+    if fmt == "md":
+        click.echo(markdown(comparison), nl=False)
+        return
+    header, rows = table(comparison)
+    t = Table(title="headline figures (ratio: to the first)", title_justify="left", box=None, header_style="dim")
+    for i, h in enumerate(header):
+        t.add_column(h, justify="left" if i == 0 else "right")
+    for r in rows:
+        t.add_row(*r)
+    console.print(t)
+    style = "green" if comparison.verdict.startswith("comparable") else "yellow"
+    console.print(f"[{style}]{comparison.verdict}[/]", highlight=False)
+    if comparison.diffs:
+        d = Table("category", "setting", comparison.sides[0].label, "run", "value", box=None, header_style="dim")
+        for diff in comparison.diffs:
+            d.add_row(diff.category, diff.key, _short(diff.base), diff.run, _short(diff.other))
+        console.print(d)
+    for r in comparison.rules:
+        change = "n/a" if r.change is None else f"{r.change:+.2f}{'%' if r.rule.relative else ''}"
+        mark = "[red]FAIL[/]" if r.fired else "[green]ok[/]"
+        console.print(f"  {mark} {r.rule.text} · {r.side}: {change} · {r.note}", highlight=False)
+    if comparison.unexpected:
+        console.print(f"  [red]FAIL[/] differences outside --expect: {', '.join(comparison.unexpected)}")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
+@click.option("--no-dataset", is_flag=True, help="skip rebuilding the dataset to verify its sha256 (it loads the model)")
+@_handle_errors
+def check(run_dir: Path, as_json: bool, no_dataset: bool) -> None:
+    """Is a results folder complete, untouched, valid and re-runnable?
+
+    Exit 0 valid, 4 invalid (LoadGen INVALID or errors), 5 incomplete (missing files or
+    records), 6 tampered (a recorded sha256 no longer matches), 2 not a results folder.
+    """
+    from harness.check import check_run
+
+    result = check_run(run_dir, rebuild_dataset=not no_dataset)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        table = Table("", "check", "detail", box=None, header_style="dim")
+        for f in result.findings:
+            table.add_row(f"[{_KIND_STYLE[f.kind]}]{f.kind}[/]", f.what, f.detail)
+        console.print(table)
+        style = _KIND_STYLE["ok" if result.verdict == "valid" else result.verdict]
+        console.print(f"[{style}]{result.verdict.upper()}[/] (exit {result.exit_code}) · {run_dir}", highlight=False)
+    sys.exit(result.exit_code)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--fail-if", "rules", multiple=True, metavar="RULE",
+              help='e.g. "throughput < -5%", "p99_latency > +10%", "success_rate < -0.5pt"; exit 1 when one fires')
+@click.option("--expect", multiple=True, metavar="CATEGORY",
+              help="categories allowed to differ (scenario, backend, dataset, model, harness, system); others exit 1")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "md", "json"]), default="terminal", show_default=True)
+@_handle_errors
+def compare(paths: tuple[Path, ...], rules: tuple[str, ...], expect: tuple[str, ...], fmt: str) -> None:
+    """Runs (or repeat folders) side by side, ratios to the first, "comparable?", a gate."""
+    from harness.compare import compare as do_compare
+
+    comparison = do_compare(list(paths), list(rules), list(expect) if expect else None)
+    _print_comparison(comparison, fmt)
+    sys.exit(1 if comparison.failed else 0)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--output-dir", type=click.Path(path_type=Path), help="default: beside RUN_DIR")
+@click.option("--fail-if", "rules", multiple=True, metavar="RULE", help="as for compare")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "md", "json"]), default="terminal", show_default=True)
+@_handle_errors
+def rerun(run_dir: Path, output_dir: Path | None, rules: tuple[str, ...], fmt: str) -> None:
+    """Run RUN_DIR's resolved config again into a new folder, then compare the two."""
+    import yaml
+
+    from harness import runner
+    from harness.compare import compare as do_compare
+    from harness.config import RunConfig
+    from harness.errors import ConfigError, OutputError
+
+    path = run_dir / "run.yaml"
+    if not path.is_file():
+        raise OutputError(f"{run_dir} has no run.yaml: not a results folder")
+    try:
+        config = RunConfig(**yaml.safe_load(path.read_text()))
+    except ValueError as e:
+        raise ConfigError(f"{path}: no longer a valid config here: {str(e).splitlines()[0]}") from e
+    outcome = runner.run(config, output_dir or run_dir.parent)
+    err_console.print(f"re-ran into {outcome.run_dir}", highlight=False)
+    comparison = do_compare([run_dir, outcome.run_dir], list(rules))
+    _print_comparison(comparison, fmt)
+    sys.exit(1 if comparison.failed else 0)
+
+
+@click.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--org", required=True, help="submitting organisation")
+@click.option("--division", required=True, type=click.Choice(["closed", "open", "network"]))
+@click.option("--system-desc", type=click.Path(path_type=Path), required=True,
+              help="YAML: system_name, system_type, status, host_processors_per_node, host_storage_*, ...")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option("--force", is_flag=True, help="write even when rules are broken; the folder is marked NOT_FOR_SUBMISSION")
+@_handle_errors
+def submission(run_dirs: tuple[Path, ...], org: str, division: str, system_desc: Path, output: Path, force: bool) -> None:
+    """Results folders -> MLPerf Inference submission layout; refuses (exit 1) when rules are broken."""
+    from harness.submission import write_submission
+
+    result = write_submission(list(run_dirs), org, division, system_desc, output, force)
+    for rule in result.broken:
+        err_console.print(f"[yellow]rule broken:[/] {rule}", highlight=False, soft_wrap=True)
+    state = "[red]marked NOT_FOR_SUBMISSION[/]" if result.broken else "[green]all checked rules met[/]"
+    console.print(f"wrote {len(result.files)} files under {result.root} · {state}", highlight=False)
+
+
+@click.command()
+@click.argument("test", type=click.Choice(["TEST01", "TEST04"]))
+@click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML")
+@click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]))
+@click.option("--backend")
+@click.option("--model")
+@click.option("--dataset")
+@click.option("--name")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--sampling-target", type=click.IntRange(min=1), default=64, show_default=True,
+              help="TEST01: outputs LoadGen logs in the performance run")
+@click.option("--json", "as_json", is_flag=True)
+@_handle_errors
+def audit(test: str, config_file: Path | None, scenario: str | None, backend: str | None, model: str | None,
+          dataset: str | None, name: str | None, overrides: tuple[str, ...], output_dir: Path,
+          sampling_target: int, as_json: bool) -> None:
+    """Run LoadGen's compliance audit TEST01 or TEST04 on a run config; exit 0 pass, 1 fail."""
+    from harness import registry
+    from harness.audit import run_audit
+    from harness.config import build_config
+
+    cli_values = dict(scenario=scenario, backend=backend, model=model, dataset=dataset, name=name)
+    config = build_config(config_file, overrides, cli_values, registry.option_names)
+    result = run_audit(test, config, output_dir, sampling_target)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        console.print(f"[{'green' if result.passed else 'red'}]{result.message}[/]", highlight=False)
+        console.print(f"  [dim]{result.audit_dir}[/]")
+    sys.exit(0 if result.passed else 1)
