@@ -101,8 +101,6 @@ class PyTorchBackend(Backend):
         self.device = resolve_device(o.device)
         self.threads = o.threads or ctx.threads
         torch.set_num_threads(self.threads)
-        if o.precision == "fp16" and o.precision_mode == "autocast" and self.device.type == "mps":
-            raise ConfigError("precision fp16 with precision_mode autocast is not supported on mps: use precision_mode=convert")
         t0 = time.perf_counter()
         loaded = load_model(ctx.model, o, ctx.seed)
         if loaded.source == "torchscript" and o.compile != "off":

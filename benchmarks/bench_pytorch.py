@@ -1,6 +1,6 @@
 """PyTorch backend Offline throughput vs a plain torch loop: same model, batch and threads, one run.
 
-    python benchmarks/bench_pytorch.py [--batch 64] [--seconds 4] [--rounds 3] [--precision fp32] [--compile off]
+    python benchmarks/bench_pytorch.py [--batch 64] [--seconds 4] [--rounds 3] [--threads N] [--precision fp32] [--compile off]
 
 The model is tests/torch_models.py:bench_mlp (512-2048-2048-1000 with GELU), big enough that
 inference, not Python, sets the pace. Plain loops and harness runs alternate; each harness
@@ -77,8 +77,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="harness runs, each between two loops")
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     ap.add_argument("--compile", choices=["off", "default", "reduce-overhead", "max-autotune"], default="off")
+    ap.add_argument("--threads", type=int, default=usable_cores(), help="default: what the child gives one worker")
     args = ap.parse_args()
-    threads = usable_cores()  # what the child gives one worker: cores // workers
+    threads = args.threads
     measure = (args.batch, threads, args.seconds, args.precision, args.compile)
 
     loops = [plain_loop(*measure)]

@@ -150,6 +150,18 @@ def test_compile_default_runs_once_at_max_batch_and_pads(trained):
     assert backend.describe()["warmup_s"] > 0
 
 
+def test_channels_last_and_fp16_on_a_convolution():
+    x = np.random.default_rng(2).standard_normal((4, 3, 16, 16)).astype(np.float32)
+    plain = load("tests.torch_models:tiny_cnn").predict({"input": x})[0]
+    nhwc = load("tests.torch_models:tiny_cnn", channels_last=True)
+    np.testing.assert_allclose(nhwc.predict({"input": x})[0], plain, atol=1e-5)
+    assert nhwc.describe()["channels_last"] is True
+    half = load("tests.torch_models:tiny_cnn", precision="fp16", precision_mode="convert")
+    out = half.predict({"input": x})[0]
+    assert out.dtype == np.float32 and 0 < np.abs(out - plain).max() < 0.05
+    assert half.describe()["parameter_dtype"] == "float16"
+
+
 def test_options_are_validated():
     with pytest.raises(ValueError, match="device"):
         PyTorchOptions(device="tpu")

@@ -29,6 +29,13 @@ def tiny_mlp(hidden: int = 32) -> nn.Module:
     return TinyMLP(hidden)
 
 
+def tiny_cnn() -> nn.Module:
+    """A convolution, so channels_last changes the memory format of something."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+    model.example_inputs = (torch.zeros(1, 3, 16, 16),)
+    return model
+
+
 def bare_mlp() -> nn.Module:
     """No `example_inputs`: the signature must come from the input_shape option."""
     return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
