@@ -1,0 +1,258 @@
+"""How fast and how faithful is the harness's HTTP backend? Figures side by side, one run.
+
+1. Throughput: a no-op OpenAI server (benchmarks/noop_server.py, its own process, pinned
+   to the last core) answers streaming chat requests with 4 tokens; each client, pinned to
+   the first core, keeps 64 requests open:
+     - the harness (LoadGen Offline, http backend, max_in_flight=64)
+     - a minimal `vllm bench serve`-style client: aiohttp, one loop, written below
+     - GuideLLM (`guidellm` from a separate venv, --guidellm PATH), when it is installed
+   Requests/s and the harness's ratio to each are printed.
+2. Fidelity: the server injects TTFT 200 ms, 20 ms/token, 100 tokens; the harness's TTFT,
+   TPOT and E2E medians must be within 2 % of that truth at 1 and at 32 streams.
+
+    python benchmarks/bench_http.py [--seconds 8] [--guidellm /tmp/guidellm-venv/bin/guidellm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import runner  # noqa: E402
+from harness.config import RunConfig  # noqa: E402
+
+CONCURRENCY = 64
+TRUTH = {"ttft_ms": 200.0, "tpot_ms": 20.0, "tokens": 100}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def noop_server(core: int | None, *extra: str) -> Iterator[str]:
+    port = _free_port()
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "noop_server.py"), "--port", str(port), *extra]
+    if core is not None:
+        cmd = ["taskset", "-c", str(core), *cmd]
+    proc = subprocess.Popen(cmd)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/v1/models", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+# --- the minimal client ------------------------------------------------------------------
+
+
+async def _minimal(url: str, concurrency: int, seconds: float) -> float:
+    """A `vllm bench serve`-style client: one loop, one pooled session, N workers."""
+    import aiohttp
+
+    body = json.dumps({"model": "noop", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True}).encode()
+    headers = {"Content-Type": "application/json"}
+    done = 0
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < deadline:
+                ttft = 0
+                start = time.perf_counter_ns()
+                async with session.post(url + "/v1/chat/completions", data=body, headers=headers) as r:
+                    async for line in r.content:
+                        if line.startswith(b"data: ") and line[6:].strip() != b"[DONE]":
+                            obj = json.loads(line[6:])
+                            if not ttft and obj.get("choices"):
+                                ttft = time.perf_counter_ns() - start
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return done / (time.perf_counter() - t0)
+
+
+def run_minimal(url: str, seconds: float) -> float:
+    return asyncio.run(_minimal(url, CONCURRENCY, seconds))
+
+
+# --- the harness -------------------------------------------------------------------------
+
+
+def run_harness(url: str, samples: int, out: Path) -> dict[str, Any]:
+    config = RunConfig(
+        name="bench-http",
+        backend="http",
+        scenario="Offline",
+        dataset="synthetic:isl=1,osl=4,n=4096",
+        backend_options={
+            "protocol": "openai-chat",
+            "url": url + "/v1",
+            "max_in_flight": CONCURRENCY,
+            "warmup_requests": CONCURRENCY,
+        },
+        min_duration_s=0.1,
+        min_query_count=samples,
+        offline_expected_qps=1,
+        use_token_latencies=True,
+    )
+    return runner.run(config, out).summary
+
+
+# --- GuideLLM ----------------------------------------------------------------------------
+
+
+def run_guidellm(exe: str, url: str, seconds: float, work: Path) -> tuple[float | None, str]:
+    data = work / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"hi {i}"}) + "\n" for i in range(200_000)))
+    report = work / "guidellm.json"
+    cmd = [
+        exe, "run",
+        "--backend", f"kind=openai_http,target={url},model=noop",
+        "--profile", f"kind=concurrent,streams={CONCURRENCY}",
+        "--constraint", f"kind=max_duration,seconds={seconds:g}",
+        "--data", f"kind=json_file,path={data}",
+        "--output", f"kind=json,path={report}",
+        "--disable-progress", "--disable-console",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 10 + 120)
+    if proc.returncode != 0 or not report.exists():
+        return None, f"guidellm failed (rc {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-300:]}"
+    b = json.loads(report.read_text())["benchmarks"][0]
+    st = b["scheduler_state"]
+    span = st["end_requests_time"] - st["start_requests_time"]
+    return st["successful_requests"] / span, f"{st['successful_requests']} requests in {span:.1f} s"
+
+
+# --- fidelity ----------------------------------------------------------------------------
+
+
+def fidelity(core: int | None, out: Path) -> list[tuple[str, str, float, float, float]]:
+    extra = ["--ttft-ms", str(TRUTH["ttft_ms"]), "--tpot-ms", str(TRUTH["tpot_ms"]), "--tokens", str(TRUTH["tokens"])]
+    truth = {
+        "ttft_ms": TRUTH["ttft_ms"],
+        "tpot_ms": TRUTH["tpot_ms"],
+        "e2e_ms": TRUTH["ttft_ms"] + (TRUTH["tokens"] - 1) * TRUTH["tpot_ms"],
+    }
+    rows = []
+    with noop_server(core, *extra) as url:
+        common = dict(
+            name="bench-http-fidelity",
+            backend="http",
+            dataset=f"synthetic:isl=8,osl={TRUTH['tokens']},n=64",
+            use_token_latencies=True,
+            ttft_latency_ms=2000,
+            tpot_latency_ms=100,
+        )
+        runs = {
+            "1 stream": RunConfig(
+                **common,
+                scenario="SingleStream",
+                backend_options={"protocol": "openai-chat", "url": url + "/v1"},
+                min_duration_s=1.0,
+                min_query_count=5,
+                single_stream_expected_latency_ms=2200,
+            ),
+            "32 streams": RunConfig(
+                **common,
+                scenario="Offline",
+                backend_options={"protocol": "openai-chat", "url": url + "/v1", "max_in_flight": 32, "warmup_requests": 32},
+                min_duration_s=0.1,
+                min_query_count=32,
+                offline_expected_qps=1,
+            ),
+        }
+        for label, config in runs.items():
+            tok = runner.run(config, out).summary["tokens"]
+            for key, value in truth.items():
+                rows.append((label, key, value, tok[key]["p50"], tok[key]["p50"] / value - 1))
+    return rows
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description="HTTP backend throughput and fidelity")
+    p.add_argument("--seconds", type=float, default=8.0, help="length of each throughput measurement")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of the two Python clients")
+    p.add_argument("--guidellm", default="/tmp/guidellm-venv/bin/guidellm", help="guidellm executable (separate venv)")
+    args = p.parse_args()
+
+    cores = sorted(os.sched_getaffinity(0))
+    server_core = cores[-1] if len(cores) > 1 else None
+    if server_core is not None:
+        os.sched_setaffinity(0, {cores[0]})  # every client (and the harness's child) on core 0
+    print(f"cores: {len(cores)}; server on core {server_core}, clients on core {cores[0]}; concurrency {CONCURRENCY}")
+
+    with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
+        work = Path(tmp)
+        results: dict[str, float | None] = {}
+        notes: dict[str, str] = {}
+        with noop_server(server_core) as url:
+            # Alternate the two Python clients for a few rounds and keep each one's median:
+            # on a shared machine a single pair of runs can differ by 2x from noise alone.
+            minimal, harness_rates = [], []
+            for _ in range(args.rounds):
+                minimal.append(run_minimal(url, args.seconds))
+                s = run_harness(url, int(minimal[-1] * args.seconds), work)
+                harness_rates.append(s["harness"]["throughput_per_s"])
+            results["minimal aiohttp client"] = statistics.median(minimal)
+            results["harness (http backend)"] = statistics.median(harness_rates)
+            notes["minimal aiohttp client"] = "rounds: " + ", ".join(f"{r:,.0f}" for r in minimal)
+            notes["harness (http backend)"] = "rounds: " + ", ".join(f"{r:,.0f}" for r in harness_rates) + (
+                f"; last: {s['harness']['succeeded']}/{s['harness']['samples']} ok, LoadGen {s['loadgen']['throughput_per_s']:,.0f}/s"
+            )
+            exe = args.guidellm if Path(args.guidellm).exists() else shutil.which("guidellm")
+            if exe:
+                results["GuideLLM"], notes["GuideLLM"] = run_guidellm(exe, url, args.seconds, work)
+            else:
+                results["GuideLLM"], notes["GuideLLM"] = None, f"not installed ({args.guidellm} missing): not measured"
+
+        ours = results["harness (http backend)"] or 0.0
+        print("\nthroughput, streaming chat, 4 tokens, no-op server")
+        print(f"  {'client':<26}{'req/s':>10}{'harness / it':>15}  notes")
+        for name, rate in results.items():
+            ratio = f"{ours / rate:.2f}x" if rate else "—"
+            print(f"  {name:<26}{rate if rate is not None else float('nan'):>10,.0f}{ratio:>15}  {notes.get(name, '')}")
+        g, m = results.get("GuideLLM"), results["minimal aiohttp client"]
+        print(f"  target: >= 2x GuideLLM: {'PASS' if g and ours >= 2 * g else 'FAIL' if g else 'n/a'}; "
+              f">= minimal client: {'PASS' if ours >= m else 'FAIL'} ({ours / m:.2f}x)")  # fmt: skip
+
+        print(f"\nfidelity: TTFT {TRUTH['ttft_ms']:g} ms, {TRUTH['tpot_ms']:g} ms/token, {TRUTH['tokens']} tokens")
+        print(f"  {'streams':<12}{'figure':<10}{'truth ms':>10}{'p50 ms':>10}{'error':>9}")
+        worst = 0.0
+        for label, key, truth, got, err in fidelity(server_core, work):
+            worst = max(worst, abs(err))
+            print(f"  {label:<12}{key:<10}{truth:>10.1f}{got:>10.2f}{err * 100:>8.2f}%")
+        print(f"  target: every median within 2 %: {'PASS' if worst <= 0.02 else 'FAIL'} (worst {worst * 100:.2f} %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

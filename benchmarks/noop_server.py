@@ -1,0 +1,130 @@
+"""A minimal OpenAI-compatible server for measuring HTTP *clients*, on 127.0.0.1.
+
+Raw asyncio protocol, HTTP/1.1 keep-alive, SSE over chunked transfer encoding: it costs
+a few tens of microseconds a request, so on its own core it out-runs any Python client
+and the client is what gets measured. Two modes:
+
+    no-op    answer at once: `--tokens N` content events, usage, [DONE] in one write
+    delays   --ttft-ms / --tpot-ms: headers at once, token i at ttft + i x tpot after the
+             request arrived, scheduled on absolute deadlines (loop.call_at), so the
+             truth does not drift with the number of tokens
+
+    python benchmarks/noop_server.py --port 8000 [--ttft-ms 200 --tpot-ms 20 --tokens 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+MODEL = "noop"
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _event(obj: Any) -> bytes:
+    return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+class Handler(asyncio.Protocol):
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.buf = b""
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                k, _, v = line.partition(":")
+                if k.strip().lower() == "content-length":
+                    length = int(v.strip())
+            if len(self.buf) < end + 4 + length:
+                return
+            body = self.buf[end + 4 : end + 4 + length]
+            self.buf = self.buf[end + 4 + length :]
+            self.handle(head.split(" ", 2)[1], body)
+
+    def handle(self, path: str, body: bytes) -> None:
+        if path.endswith("/models"):
+            payload = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
+            return
+        req = json.loads(body) if body else {}
+        chat = path.endswith("/chat/completions")
+        n = int(req.get("max_tokens") or self.args.tokens)
+        if not req.get("stream"):
+            text = " ".join(["tok"] * n)
+            answer = {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+            payload = json.dumps(
+                {"choices": [{"index": 0, "finish_reason": "length", **answer}], "usage": {"prompt_tokens": 1, "completion_tokens": n}}
+            ).encode()
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
+            return
+        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        middle, last = _tokens(chat)
+        tail = _event({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n}}) + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+        a = self.args
+        if not a.ttft_ms and not a.tpot_ms:
+            self.transport.write(middle * (n - 1) + last + tail)
+            return
+        # One timer per stream at a time, each token due at an absolute time: rendering
+        # or scheduling all tokens up front would delay the next request's headers.
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+
+        def send(i: int) -> None:
+            if self.transport.is_closing():
+                return
+            if i == n - 1:
+                self.transport.write(last + tail)
+                return
+            self.transport.write(middle)
+            loop.call_at(t0 + (a.ttft_ms + (i + 1) * a.tpot_ms) / 1e3, send, i + 1)
+
+        loop.call_at(t0 + a.ttft_ms / 1e3, send, 0)
+
+
+def _tokens(chat: bool) -> tuple[bytes, bytes]:
+    """The SSE event of a token and of the last token (with its finish_reason)."""
+    out = []
+    for finish in (None, "length"):
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        if chat:
+            choice["delta"] = {"content": "tok "}
+        else:
+            choice["text"] = "tok "
+        out.append(_event({"choices": [choice]}))
+    return out[0], out[1]
+
+
+async def serve(args: argparse.Namespace) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: Handler(args), "127.0.0.1", args.port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--tokens", type=int, default=4, help="content events when the request sets no max_tokens")
+    p.add_argument("--ttft-ms", type=float, default=0.0)
+    p.add_argument("--tpot-ms", type=float, default=0.0)
+    asyncio.run(serve(p.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
