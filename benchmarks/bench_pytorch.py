@@ -1,11 +1,15 @@
 """PyTorch backend Offline throughput vs a plain torch loop: same model, batch and threads, one run.
 
-    python benchmarks/bench_pytorch.py [--batch 64] [--seconds 4] [--rounds 3] [--threads N] [--precision fp32] [--compile off]
+    python benchmarks/bench_pytorch.py [--batch 64] [--seconds 3] [--rounds 3] [--threads N] [--precision fp32] [--compile off]
 
 The model is tests/torch_models.py:bench_mlp (512-2048-2048-1000 with GELU), big enough that
 inference, not Python, sets the pace. Plain loops and harness runs alternate; each harness
-run is compared with the faster of the loops around it (the harness is never flattered by a
-slow loop), and a round whose two loops differ by more than 10 % is flagged as noisy.
+run is compared with the fastest of the loops around it (the harness is never flattered by a
+slow loop), and a round whose loops differ by more than 10 % is flagged as noisy.
+
+Each loop runs twice, on the main thread and on a worker thread (where the harness calls
+predict). On a busy 2-core machine the main-thread loop measured ~3x slower than the
+same loop on a worker thread, so the baseline takes the faster of the two.
 Goal: harness >= 95 % of the loop. Only ratios within one run mean anything.
 """
 
@@ -15,6 +19,7 @@ import argparse
 import contextlib
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -32,7 +37,6 @@ def plain_loop(batch: int, threads: int, seconds: float, precision: str, compile
     """What a user writes by hand: a seeded model, one batch, inference_mode, as fast as it goes."""
     import torch
 
-    sys.path.insert(0, str(ROOT))
     from tests.torch_models import bench_mlp
 
     torch.set_num_threads(threads)
@@ -51,6 +55,16 @@ def plain_loop(batch: int, threads: int, seconds: float, precision: str, compile
             model(x)
             n += batch
     return n / (time.perf_counter() - t0)
+
+
+def best_loop(batch: int, threads: int, seconds: float, precision: str, compile_mode: str) -> float:
+    """The faster of the plain loop on this thread and on a fresh worker thread."""
+    args = (batch, threads, seconds, precision, compile_mode)
+    on_worker: list[float] = []
+    worker = threading.Thread(target=lambda: on_worker.append(plain_loop(*args)))
+    worker.start()
+    worker.join()
+    return max(plain_loop(*args), on_worker[0])
 
 
 def harness_run(batch: int, threads: int, seconds: float, precision: str, compile_mode: str, expected: float) -> dict:
@@ -73,7 +87,7 @@ def harness_run(batch: int, threads: int, seconds: float, precision: str, compil
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--seconds", type=float, default=4.0, help="per loop and per harness run")
+    ap.add_argument("--seconds", type=float, default=3.0, help="per loop and per harness run")
     ap.add_argument("--rounds", type=int, default=3, help="harness runs, each between two loops")
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     ap.add_argument("--compile", choices=["off", "default", "reduce-overhead", "max-autotune"], default="off")
@@ -82,11 +96,11 @@ def main() -> None:
     threads = args.threads
     measure = (args.batch, threads, args.seconds, args.precision, args.compile)
 
-    loops = [plain_loop(*measure)]
+    loops = [best_loop(*measure)]
     runs = []
     for _ in range(args.rounds):
         runs.append(harness_run(*measure, expected=loops[-1]))
-        loops.append(plain_loop(*measure))
+        loops.append(best_loop(*measure))
 
     print(f"PyTorch Offline, bench_mlp 512-2048-2048-1000, batch {args.batch}, {threads} threads, "
           f"precision {args.precision}, compile {args.compile}")
