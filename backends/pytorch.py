@@ -144,6 +144,8 @@ class PyTorchBackend(Backend):
         else:
             self.pad_to = ctx.max_batch if o.compile != "off" else None
         self.max_batch = self.pad_to or ctx.max_batch
+        self._needs_prepare = self.device.type != "cpu" or self._convert is not None or o.channels_last
+        self._grad_mode = torch.inference_mode if o.inference_mode else torch.no_grad
         self._fn = module
         if o.compile != "off":
             self._fn = torch.compile(module, mode=o.compile, dynamic=False)
@@ -213,33 +215,37 @@ class PyTorchBackend(Backend):
         self.warmup_s = time.perf_counter() - t0
 
     def predict(self, batch: Batch) -> Outputs:
+        # The hot path: work that a configuration does not need is skipped, not done as a no-op.
         torch = self._torch
         xs = [torch.from_numpy(np.ascontiguousarray(batch[s.name])) for s in self._specs]
         n = xs[0].shape[0]
-        if self.pad_to is not None and n != self.pad_to:
+        padded = self.pad_to is not None and n != self.pad_to
+        if padded:
             if n > self.pad_to:
                 raise ValueError(f"batch of {n} exceeds the model's fixed batch of {self.pad_to}")
             xs = [torch.cat([x, x.new_zeros((self.pad_to - n, *x.shape[1:]))]) for x in xs]
-        xs = [self._prepare(x) for x in xs]
-        grad = torch.inference_mode() if self.options.inference_mode else torch.no_grad()
-        amp = (
-            torch.autocast(self.device.type, dtype=self._autocast)
-            if self._autocast is not None
-            else contextlib.nullcontext()
-        )
-        with grad, amp:
-            out = self._fn(*xs)
+        if self._needs_prepare:
+            xs = [self._prepare(x) for x in xs]
+        with self._grad_mode():
+            if self._autocast is None:
+                out = self._fn(*xs)
+            else:
+                with torch.autocast(self.device.type, dtype=self._autocast):
+                    out = self._fn(*xs)
             if self.device.type == "cuda":
                 # Side streams included: predict returns only when the GPU is done.
                 torch.cuda.synchronize(self.device)
         # numpy has no bfloat16, and one dtype keeps comparisons (parity, accuracy) simple:
         # floating outputs come back as float32; integer/bool outputs (class ids, masks) keep theirs.
         arrays = []
-        for t in _flatten(out, torch.Tensor):
-            t = t.detach()[:n]
-            if t.is_floating_point() and t.dtype != torch.float32:
+        for t in [out] if isinstance(out, torch.Tensor) else _flatten(out, torch.Tensor):
+            if padded:
+                t = t[:n]
+            if t.dtype != torch.float32 and t.is_floating_point():
                 t = t.float()
-            arrays.append(t.cpu().numpy())
+            if t.device.type != "cpu":
+                t = t.cpu()
+            arrays.append(t.detach().numpy() if t.requires_grad else t.numpy())
         return arrays
 
     def _prepare(self, x: torch.Tensor) -> torch.Tensor:
