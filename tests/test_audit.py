@@ -12,9 +12,10 @@ from harness.audit import run_audit
 from harness.config import RunConfig
 from harness.loadgen_log import read_detail
 
-# 0.2 ms per sample, batches of 16: about 5000 samples/s when every sample is computed.
-OFFLINE = ["--backend", "synthetic", "--scenario", "Offline", "--set", "per_sample_ms=0.2", "--set", "max_batch=16",
-           "--set", "offline_expected_qps=6000", "--set", "min_duration_s=0.3"]
+# 1 ms per sample, batches of 16: at most 1000 samples/s when every sample is computed;
+# mostly sleep, so a loaded 2-core box moves it little.
+OFFLINE = ["--backend", "synthetic", "--scenario", "Offline", "--set", "per_sample_ms=1.0", "--set", "max_batch=16",
+           "--set", "offline_expected_qps=1200", "--set", "min_duration_s=0.4"]
 
 
 def test_test04_catches_a_caching_sut(tmp_path: Path):
@@ -34,12 +35,12 @@ def test_test04_catches_a_caching_sut(tmp_path: Path):
 
 
 def test_test04_passes_an_honest_sut(tmp_path: Path):
-    config = RunConfig(backend="synthetic", scenario="Offline", max_batch=16, offline_expected_qps=6000,
-                       min_duration_s=0.3, backend_options={"per_sample_ms": 0.2})
+    config = RunConfig(backend="synthetic", scenario="Offline", max_batch=16, offline_expected_qps=1200,
+                       min_duration_s=0.4, backend_options={"per_sample_ms": 1.0})
     result = run_audit("TEST04", config, tmp_path)
     assert result.passed, result.message
     assert abs(result.figures["speedup"]) < 0.10
-    assert 3000 < result.figures["reference"] <= 5000 * 1.02
+    assert 700 < result.figures["reference"] <= 1000 * 1.01
 
 
 def test_test01_logged_outputs_match_accuracy_mode(tmp_path: Path, embedded_model: Path):

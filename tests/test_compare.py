@@ -16,17 +16,18 @@ from harness.config import RunConfig
 from harness.errors import ConfigError
 from harness.repeat import run_repeated
 
-BASE = dict(backend="synthetic", scenario="Offline", max_batch=16, min_duration_s=0.4, offline_expected_qps=7000)
+# Service time dominated by sleeping (16 ms a batch), so a loaded 2-core box shifts it little.
+BASE = dict(backend="synthetic", scenario="Offline", max_batch=16, min_duration_s=0.5, offline_expected_qps=1200)
 
 
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("compare")
-    # 0.2 -> 0.25 ms per sample: throughput falls to 0.8x, latency rises 1.25x.
+    # 1.0 -> 1.25 ms per sample: throughput falls to 0.8x, latency rises 1.25x.
     return {
-        "base": run_repeated(RunConfig(**BASE, backend_options={"per_sample_ms": 0.2}), root / "a", 3).repeat_dir,
-        "same": run_repeated(RunConfig(**BASE, backend_options={"per_sample_ms": 0.2}), root / "b", 3).repeat_dir,
-        "slow": run_repeated(RunConfig(**BASE, backend_options={"per_sample_ms": 0.25}), root / "c", 3).repeat_dir,
+        "base": run_repeated(RunConfig(**BASE, backend_options={"per_sample_ms": 1.0}), root / "a", 3).repeat_dir,
+        "same": run_repeated(RunConfig(**BASE, backend_options={"per_sample_ms": 1.0}), root / "b", 3).repeat_dir,
+        "slow": run_repeated(RunConfig(**BASE, backend_options={"per_sample_ms": 1.25}), root / "c", 3).repeat_dir,
     }
 
 
@@ -43,7 +44,7 @@ def test_planted_slowdown_is_caught(sides):
     assert c.failed
     # The only difference is the planted backend setting.
     assert [(d.category, d.key, d.base, d.other) for d in c.diffs if d.category != "harness"] == [
-        ("backend", "backend_options.per_sample_ms", 0.2, 0.25)
+        ("backend", "backend_options.per_sample_ms", 1.0, 1.25)
     ]
     assert c.verdict.startswith("comparable as a backend comparison")
 
@@ -59,7 +60,7 @@ def test_identical_configs_stay_quiet(sides):
 
 def test_incomparable_runs_list_their_differences(sides, tmp_path: Path):
     other = run_repeated(
-        RunConfig(**{**BASE, "min_duration_s": 0.3}, dataset="synthetic:n=512", backend_options={"per_sample_ms": 0.2}),
+        RunConfig(**{**BASE, "min_duration_s": 0.3}, dataset="synthetic:n=512", backend_options={"per_sample_ms": 1.0}),
         tmp_path, 2,
     ).repeat_dir
     c = compare([sides["base"], other], [], expect=["system"])
@@ -67,7 +68,7 @@ def test_incomparable_runs_list_their_differences(sides, tmp_path: Path):
     assert {("scenario", "min_duration_s"), ("scenario", "loadgen.min_duration_ms"), ("dataset", "dataset"),
             ("dataset", "dataset.sha256")} <= keys
     diff = next(d for d in c.diffs if d.key == "min_duration_s")
-    assert (diff.base, diff.other) == (0.4, 0.3)
+    assert (diff.base, diff.other) == (0.5, 0.3)
     assert c.verdict.startswith("not comparable") and "scenario" in c.verdict and "dataset" in c.verdict
     assert c.unexpected[:2] == ["scenario", "dataset"] and c.failed
 
@@ -130,3 +131,17 @@ def test_cost_per_success_is_compared_when_priced(sides, tmp_path: Path):
     # Same device price, 0.8x the throughput: each success costs about 1.25x.
     assert 1.1 < slow / base < 1.45
     assert c.rules[0].fired
+
+
+def test_rerun_repeats_the_resolved_config_and_compares(sides, tmp_path: Path):
+    agg = json.loads((sides["base"] / "aggregate.json").read_text())
+    first = sides["base"] / agg["runs"][0]
+    out = subprocess.run([sys.executable, "-m", "harness", "rerun", str(first), "--output-dir", str(tmp_path),
+                          "--format", "json", "--fail-if", "success_rate < -0.5pt"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    (new,) = tmp_path.iterdir()
+    assert (new / "run.yaml").read_text() == (first / "run.yaml").read_text()
+    result = json.loads(out.stdout)
+    assert {d["category"] for d in result["comparable"]["differences"]} <= {"harness"}
+    assert result["sides"][1]["metrics"]["success_rate"]["median"] == 100.0
