@@ -48,9 +48,12 @@ def resolve(config: RunConfig) -> RunConfig:
         elif value and key != "model":
             raise OutputError(f"{key}: file {value} does not exist")
     kind, _, rest = config.dataset.partition(":")
-    if kind == "npy" or (not rest and Path(config.dataset).exists()):
-        path = rest if kind == "npy" else config.dataset
-        updates["dataset"] = f"npy:{Path(path).resolve()}"
+    if kind == "npy":
+        updates["dataset"] = f"npy:{Path(rest).resolve()}"
+    elif not rest and Path(config.dataset).exists():
+        # A bare path: a folder of samples, or a file (e.g. prompts.jsonl) its reader knows.
+        path = Path(config.dataset).resolve()
+        updates["dataset"] = f"npy:{path}" if path.is_dir() else str(path)
     return config.model_copy(update=updates) if updates else config
 
 
