@@ -121,7 +121,7 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
     passed = speedup <= TEST04_MAX_SPEEDUP
     verdict = "PASS" if passed else "FAIL"
     message = (
-        f"TEST04 {verdict}: issuing the same sample made the SUT {speedup:+.1%} faster ({name} {ref_v:,.4g} → {aud_v:,.4g}); "
+        f"TEST04 {verdict}: speed-up when LoadGen repeats one sample {speedup:+.1%} ({name} {ref_v:,.4g} → {aud_v:,.4g}); "
         f"the limit is +{TEST04_MAX_SPEEDUP:.0%}"
         + ("" if passed else ": the SUT answers repeated samples from a cache")
     )

@@ -115,6 +115,17 @@ def check_run(run_dir: Path, rebuild_dataset: bool = True) -> CheckResult:
     return result
 
 
+def check_path(path: Path, rebuild_dataset: bool = True) -> list[CheckResult]:
+    """A results folder, or a `--repeat` folder: then each of the runs its aggregate lists."""
+    aggregate = path / "aggregate.json"
+    if aggregate.is_file():
+        runs = json.loads(aggregate.read_text()).get("runs") or []
+        if not runs:
+            raise OutputError(f"{aggregate} lists no runs")
+        return [check_run(path / name, rebuild_dataset) for name in runs]
+    return [check_run(path, rebuild_dataset)]
+
+
 def _load_json(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text()) if path.is_file() else None

@@ -82,24 +82,26 @@ def _short(value: Any) -> str:
 @click.option("--no-dataset", is_flag=True, help="skip rebuilding the dataset to verify its sha256 (it loads the model)")
 @_handle_errors
 def check(run_dir: Path, as_json: bool, no_dataset: bool) -> None:
-    """Is a results folder complete, untouched, valid and re-runnable?
+    """Is a results folder (or each run of a --repeat folder) complete, untouched, valid and re-runnable?
 
     Exit 0 valid, 4 invalid (LoadGen INVALID or errors), 5 incomplete (missing files or
     records), 6 tampered (a recorded sha256 no longer matches), 2 not a results folder.
     """
-    from harness.check import check_run
+    from harness.check import check_path
 
-    result = check_run(run_dir, rebuild_dataset=not no_dataset)
+    results = check_path(run_dir, rebuild_dataset=not no_dataset)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
-    else:
+        data = [r.to_dict() for r in results]
+        click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
+    for result in results if not as_json else []:
         table = Table("", "check", "detail", box=None, header_style="dim")
         for f in result.findings:
             table.add_row(f"[{_KIND_STYLE[f.kind]}]{f.kind}[/]", f.what, f.detail)
         console.print(table)
         style = _KIND_STYLE["ok" if result.verdict == "valid" else result.verdict]
-        console.print(f"[{style}]{result.verdict.upper()}[/] (exit {result.exit_code}) · {run_dir}", highlight=False)
-    sys.exit(result.exit_code)
+        console.print(f"[{style}]{result.verdict.upper()}[/] (exit {result.exit_code}) · {result.run_dir}", highlight=False)
+    # The codes grow with severity (0 < 4 < 5 < 6): the worst run decides.
+    sys.exit(max(r.exit_code for r in results))
 
 
 @click.command()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.check import check_path
 from harness.compare import AGGREGATE_FILE, stats
 from harness.config import RunConfig
 from harness.errors import ConfigError
@@ -37,6 +38,11 @@ def test_repeat_aggregates_each_runs_figures(tmp_path: Path):
     assert t["ci95"][0] <= t["mean"] <= t["ci95"][1]
     assert 700 < t["median"] <= 1000 * 1.01
     assert data["metrics"]["success_rate"]["median"] == 100.0
+    # `harness check` on the repeat folder checks every run; one edited record taints it.
+    assert [r.exit_code for r in check_path(outcome.repeat_dir, rebuild_dataset=False)] == [0, 0, 0]
+    records = outcome.outcomes[1].run_dir / "records.csv"
+    records.write_text(records.read_text().replace(",ok,", ",error,", 1))
+    assert [r.exit_code for r in check_path(outcome.repeat_dir, rebuild_dataset=False)] == [0, 6, 0]
 
 
 def test_stats_on_known_numbers():
