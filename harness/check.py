@@ -110,6 +110,9 @@ def check_run(run_dir: Path, rebuild_dataset: bool = True) -> CheckResult:
     lg, lg_errors, _ = read_detail(run_dir)
     _check_records(result, run_dir, lg)
     _check_verdict(result, summary, lg, lg_errors)
+    if (run_dir / "audit.config").is_file():
+        # LoadGen let audit.config override the settings: a compliance run, not a result to publish.
+        result.add("note", "audit.config", "a compliance audit run: LoadGen's settings were overridden by audit.config")
     if (run_dir / "run.yaml").is_file():
         _check_rerunnable(result, run_dir, summary, rebuild_dataset)
     return result

@@ -114,6 +114,9 @@ def official_settings(benchmark: str, scenario: str) -> dict[str, int]:
 
 def _load(run_dir: Path) -> RunInfo:
     summary = load_summary(run_dir)
+    missing = [n for n in ("run.yaml", "system.json", "manifest.json") if not (run_dir / n).is_file()]
+    if missing:
+        raise OutputError(f"{run_dir} lacks {', '.join(missing)}: run `harness check {run_dir}`")
     config = yaml.safe_load((run_dir / "run.yaml").read_text())
     system = json.loads((run_dir / "system.json").read_text())
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -130,6 +133,9 @@ def broken_rules(runs: list[RunInfo]) -> list[str]:
             broken.append(f"{r.run_dir.name}: mode {mode}; a submission needs a PerformanceOnly and an AccuracyOnly run")
             continue
         groups.setdefault(r.key, {"PerformanceOnly": [], "AccuracyOnly": []})[mode].append(r)
+        if (r.run_dir / "audit.config").is_file():
+            broken.append(f"{r.run_dir.name}: a compliance audit run (audit.config overrode LoadGen's settings); "
+                          "submit the normal run and put audits under compliance/")
         verdict = check_run(r.run_dir, rebuild_dataset=False)
         for f in verdict.problems():
             if f.kind in ("tampered", "incomplete") or (f.kind == "invalid" and f.what != "validity"):
@@ -199,7 +205,7 @@ def system_description(runs: list[RunInfo], user: dict[str, Any], division: str,
         "other_software_stack": ", ".join(f"{k} {v}" for k, v in sorted((s.get("packages") or {}).items()))
         + f", python {s.get('python')}",
     }
-    desc = {**derived, **{k: v for k, v in user.items() if k != "measurements"}}
+    desc = {**derived, **{k: v for k, v in user.items() if k not in ("measurements", "system_id")}}
     desc["division"], desc["submitter"] = division, org
     for key in OPTIONAL_SYSTEM_FIELDS:
         desc.setdefault(key, "")
