@@ -73,18 +73,20 @@ def export_onnx(
         warmup_runs=0,
     )
     backend = PyTorchBackend(options)
-    backend.load(LoadContext(model, _CHECK_BATCH, "Offline", seed, usable_cores()))
+    backend.load(LoadContext(model, 1, "Offline", seed, usable_cores()))
     specs = backend.inputs()
+    fixed = specs[0].shape[0]  # a .pt2 program may have a fixed batch: export exactly that
+    batch = fixed if isinstance(fixed, int) else _CHECK_BATCH
     rng = np.random.default_rng(seed)
     sample = {
-        s.name: (rng.standard_normal((_CHECK_BATCH, *s.sample_shape())) if np.dtype(s.dtype).kind == "f" else np.zeros((_CHECK_BATCH, *s.sample_shape())))
+        s.name: (rng.standard_normal((batch, *s.sample_shape())) if np.dtype(s.dtype).kind == "f" else np.zeros((batch, *s.sample_shape())))
         .astype(s.dtype)
         for s in specs
     }
     reference = backend.predict(sample)
     output_names = ["output"] if len(reference) == 1 else [f"output_{i}" for i in range(len(reference))]
     args = tuple(torch.from_numpy(sample[s.name]) for s in specs)
-    dynamic_axes = {name: {0: "N"} for name in [s.name for s in specs] + output_names}
+    dynamic_axes = {} if isinstance(fixed, int) else {name: {0: "N"} for name in [s.name for s in specs] + output_names}
 
     is_script = backend.source == "torchscript"
     use_dynamo = exporter == "dynamo" or (exporter == "auto" and not is_script and importlib.util.find_spec("onnxscript") is not None)
@@ -143,7 +145,7 @@ def _export(
             str(out),
             input_names=[s.name for s in specs],
             output_names=output_names,
-            dynamic_axes=dynamic_axes,
+            dynamic_axes=dynamic_axes or None,
             opset_version=opset,
             dynamo=dynamo,
             **extra,

@@ -110,6 +110,17 @@ def test_export_a_torchscript_model_with_a_declared_shape(tmp_path):
     assert [(s.name, s.shape) for s in res.inputs] == [("features", (None, 64))]
 
 
+def test_export_a_fixed_batch_program_keeps_its_batch(tmp_path):
+    from tests.torch_models import tiny_mlp
+
+    program = tmp_path / "batch1.pt2"
+    torch.export.save(torch.export.export(tiny_mlp().eval(), (torch.zeros(1, 1, 8, 8),)), program)
+    res = export_onnx(str(program), tmp_path / "batch1.onnx")
+    assert res.inputs[0].shape == (1, 1, 8, 8) and res.max_abs_diff < 1e-5
+    r = run_parity(Side("pytorch", str(program)), Side("onnxruntime", str(tmp_path / "batch1.onnx")), samples=5, batch=1)
+    assert r.agree and r.outputs[0].shape == (5, 10)
+
+
 def test_inputs_with_other_names_are_matched_by_position():
     a = Side("pytorch", "tests.torch_models:bare_mlp", {"input_shape": [1, 8, 8], "input_name": "x"})
     b = Side("pytorch", "tests.torch_models:bare_mlp", {"input_shape": [1, 8, 8]})
