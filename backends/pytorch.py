@@ -18,7 +18,6 @@ backend, as unavailable, with the install command.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import inspect
