@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from harness.errors import HarnessError
 
@@ -28,7 +29,9 @@ def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except HarnessError as e:
             if debug:
                 traceback.print_exc()
-            err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+            # escape: messages hold text like "pip install 'loadgen-harness[pytorch]'" that
+            # rich would otherwise read as markup and silently drop.
+            err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
             sys.exit(e.exit_code)
 
     return wrapper
@@ -62,6 +65,7 @@ def demo_configs() -> list[Any]:
 @click.option("--mode", type=click.Choice(["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]))
 @click.option("--backend")
 @click.option("--model")
+@click.option("--weights", type=click.Path(path_type=Path), help="state_dict file for a module:function model (the backend's `weights` option)")
 @click.option("--dataset", help="synthetic[:n=N,seed=S] | digits | DIR of .npy/.npz")
 @click.option("--name")
 @click.option("--mlperf-conf", type=click.Path(path_type=Path))
@@ -80,6 +84,7 @@ def run(
     mode: str | None,
     backend: str | None,
     model: str | None,
+    weights: Path | None,
     dataset: str | None,
     name: str | None,
     mlperf_conf: Path | None,
@@ -100,6 +105,8 @@ def run(
     # Read the price sheet before the test, so a typo in it costs no run.
     sheet = load_sheet(cost_file) if cost_file else None
 
+    if weights is not None:
+        overrides = (*overrides, f"weights={weights.resolve()}")
     cli_values = dict(
         scenario=scenario,
         mode=mode,
@@ -207,9 +214,10 @@ def backends() -> None:
         if bi.available and bi.cls is not None:
             avail = "[green]yes[/]"
         elif bi.cls is not None and bi.missing:
-            avail = f"[red]no[/]: needs {', '.join(bi.missing)} — {bi.cls.install_hint or 'pip install ' + ' '.join(bi.missing)}"
+            hint = bi.cls.install_hint or "pip install " + " ".join(bi.missing)
+            avail = f"[red]no[/]: needs {', '.join(bi.missing)} — {escape(hint)}"
         else:
-            avail = f"[red]no[/]: {bi.error}"
+            avail = f"[red]no[/]: {escape(bi.error)}"
         opts = ""
         if bi.cls is not None:
             fields = bi.cls.Options.model_fields
