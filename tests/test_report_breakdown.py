@@ -102,3 +102,18 @@ def test_time_series_counts_every_completion(server):
     assert round(ts["ok_per_s"].sum() * width) == ok
     assert round(ts["failed_per_s"].sum() * width) == len(cols["status"]) - ok
     assert round(ts["issued_per_s"].sum() * width) == len(cols["status"])
+
+
+def test_breakdown_from_the_summary_equals_the_one_from_records(server):
+    # Non-streaming runs take the breakdown from summary.json, sparing a re-read of records.csv.
+    from harness.report.breakdown import aggregate_from_summary
+
+    data = load_run(server)
+    from_records = aggregate(read_records(server).columns)
+    from_summary = aggregate_from_summary(data.summary)
+    assert from_summary["dominant"] == from_records["dominant"]
+    assert from_summary["requests"] == from_records["requests"]
+    for stage in STAGES:
+        for k in ("mean_ms", "p50_ms", "p99_ms", "share"):
+            assert from_summary["stages"][stage][k] == pytest.approx(from_records["stages"][stage][k], abs=1e-9)
+    assert from_summary["e2e"] == pytest.approx(from_records["e2e"])

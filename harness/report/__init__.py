@@ -18,7 +18,7 @@ import yaml
 
 from harness.errors import OutputError
 from harness.records import RECORDS_FILE, read_records
-from harness.report.breakdown import aggregate, backend_stages, rates
+from harness.report.breakdown import aggregate, aggregate_from_summary, backend_stages, rates
 from harness.report.cost import cost_for_run, parse_sheet, read_cost
 from harness.report_io import load_summary
 
@@ -55,10 +55,14 @@ class RunData:
 
     @cached_property
     def breakdown(self) -> dict[str, Any] | None:
-        cols = self.columns
-        if cols is None or not len(cols["status"]):
-            return None
-        out = aggregate(cols)
+        # A non-streaming run's breakdown is in summary.json already; its records.csv can
+        # hold millions of rows (tens of seconds to read), so read it only when needed.
+        out = aggregate_from_summary(self.summary)
+        if out is None:
+            cols = self.columns
+            if cols is None or not len(cols["status"]):
+                return None
+            out = aggregate(cols)
         out["backend_stages"] = backend_stages(self.run_dir)
         return out
 

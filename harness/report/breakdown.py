@@ -78,6 +78,32 @@ def aggregate(columns: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def aggregate_from_summary(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The same aggregate from summary.json alone, for runs where nothing streamed.
+
+    summary.json's queue and service figures use these definitions on the same successful
+    records (queue + service = latency when there is no first token), so reading a
+    multi-GB records.csv again would only repeat them. None when that does not hold.
+    """
+    ours = summary.get("harness") or {}
+    if summary.get("tokens") or not ours.get("succeeded") or "queue_ms" not in ours:
+        return None
+    e2e_mean = ours["latency_ms"]["mean"] or 0.0
+    stages: dict[str, dict[str, float | None]] = {}
+    for name, block in (("queue", ours["queue_ms"]), ("service", ours["service_ms"])):
+        stages[name] = {"mean_ms": block["mean"], "p50_ms": block["p50"], "p99_ms": block["p99"],
+                        "share": block["mean"] / e2e_mean if e2e_mean > 0 else None}
+    stages["generation"] = {"mean_ms": 0.0, "p50_ms": 0.0, "p99_ms": 0.0, "share": 0.0 if e2e_mean > 0 else None}
+    lat = ours["latency_ms"]
+    return {
+        "requests": int(ours["succeeded"]),
+        "e2e": {"mean_ms": lat["mean"], "p50_ms": lat["p50"], "p99_ms": lat["p99"]},
+        "stages": stages,
+        "dominant": max(STAGES, key=lambda k: stages[k]["share"] or 0.0) if e2e_mean > 0 else None,
+        "service_ends_at": "completion",
+    }
+
+
 def backend_stages(run_dir: Path) -> dict[str, dict[str, float | None]] | None:
     """Mean and p99 of each stage a backend reported in stages.jsonl; None when there is no file."""
     path = run_dir / STAGES_FILE

@@ -246,7 +246,9 @@ def retries_in_run(run_dir: Path) -> int:
 def cost_for_run(run_dir: Path, summary: dict[str, Any], sheet: CostSheet) -> dict[str, Any]:
     from harness.records import RECORDS_FILE, read_records
 
-    columns = read_records(run_dir).columns if (run_dir / RECORDS_FILE).exists() else None
+    # Only token counts need the records; without tokens the summary's counts are the same.
+    has_records = (run_dir / RECORDS_FILE).exists() and bool(summary.get("tokens"))
+    columns = read_records(run_dir).columns if has_records else None
     return compute_cost(sheet, usage_from_run(summary, columns, retries_in_run(run_dir)))
 
 
