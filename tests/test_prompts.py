@@ -95,3 +95,70 @@ def test_qsl_load_and_unload():
     assert ds.loaded_count == 0
     with pytest.raises(KeyError):
         ds.get(3)
+
+
+def test_shared_prefix_groups_and_expected_ratio_exact():
+    ds = build_prompt_dataset("synthetic:isl=12,osl=4,n=16,prefix_groups=4,prefix_len=8", 0)
+    for p in ds.prompts:
+        assert len(p.prompt.split()) == p.target_input_tokens == 12 and p.prefix_tokens == 8
+        assert p.prompt.split()[:8] == ds.prompts[p.prefix_group].prompt.split()[:8]
+    assert len({" ".join(p.prompt.split()[:8]) for p in ds.prompts}) == 4
+    # 16 requests in 4 groups: 12 of them reuse 8 of their 12 tokens
+    assert ds.describe()["prefix"]["expected_reusable_fraction"] == 12 * 8 / (16 * 12) == 0.5
+    # a drawn length below the prefix still leaves each prompt a suffix of its own
+    short = build_prompt_dataset("synthetic:isl=4,osl=4,n=4,prefix_groups=2,prefix_len=8", 0)
+    assert {p.target_input_tokens for p in short.prompts} == {9}
+    with pytest.raises(DatasetError, match="prefix_groups"):
+        build_prompt_dataset("synthetic:isl=12,prefix_groups=4", 0)
+
+
+def test_sharegpt_file(tmp_path):
+    convs = [
+        {"id": "a", "conversations": [{"from": "human", "value": "say hi to me"}, {"from": "gpt", "value": "hi there"}]},
+        {"id": "b", "conversations": [{"from": "gpt", "value": "orphan"}]},  # no human turn first: skipped
+        {"id": "c", "conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "two words"},
+                                      {"from": "gpt", "value": "one two three"}]},
+    ]  # fmt: skip
+    f = tmp_path / "share,gpt.json"  # a comma in the path stays part of the path
+    f.write_text(json.dumps(convs))
+    ds = build_prompt_dataset(f"sharegpt:{f},seed=3", 0)
+    assert ds.describe()["conversations_usable"] == 2 and len(ds) == 2
+    by_prompt = {p.prompt: p for p in ds.prompts}
+    assert by_prompt["say hi to me"].expected == "hi there" and by_prompt["say hi to me"].max_tokens == 2
+    assert by_prompt["two words"].max_tokens == 3 and by_prompt["two words"].target_input_tokens == 2
+    one = build_prompt_dataset(f"sharegpt:{f},n=1,seed=3,validator=contains", 0)
+    assert len(one) == 1 and one.validate(0, f"well, {one.prompts[0].expected}!") is True
+    with pytest.raises(DatasetError, match="no conversation"):
+        (tmp_path / "empty.json").write_text("[]")
+        build_prompt_dataset(f"sharegpt:{tmp_path / 'empty.json'}", 0)
+
+
+@pytest.mark.parametrize(
+    ("validator", "expected", "answer", "ok"),
+    [
+        ("exact", "Paris", "  Paris\n", True),
+        ("exact", "Paris", "Paris.", False),
+        ("contains", "paris", "It is PARIS.", True),
+        ("contains", "Berlin", "Paris", False),
+        ("regex", r"\b4\b", "2+2 is 4.", True),
+        ("regex", r"^\d+$", "four", False),
+        ("json", None, '```json\n{"a": 1}\n```', True),
+        ("json", '{"a": 1}', '{"a": 2}', False),
+        ("json", None, "{not json", False),
+    ],
+)
+def test_validators(tmp_path, validator, expected, answer, ok):
+    row = {"prompt": "q", "validator": validator} | ({"expected": expected} if expected is not None else {})
+    ds = build_prompt_dataset(str(_write(tmp_path / "v.jsonl", [row])), 0)
+    assert ds.validate(0, answer) is ok
+
+
+def test_validator_errors_are_found_at_load(tmp_path):
+    with pytest.raises(DatasetError, match="needs an expected output"):
+        build_prompt_dataset(str(_write(tmp_path / "a.jsonl", [{"prompt": "q", "validator": "exact"}])), 0)
+    with pytest.raises(DatasetError, match="regular expression"):
+        build_prompt_dataset(str(_write(tmp_path / "b.jsonl", [{"prompt": "q", "expected": "(", "validator": "regex"}])), 0)
+    with pytest.raises(DatasetError, match="unknown validator"):
+        build_prompt_dataset(f"jsonl:{_write(tmp_path / 'c.jsonl', [{'prompt': 'q'}])},validator=fuzzy", 0)
+    plain = build_prompt_dataset(str(_write(tmp_path / "d.jsonl", [{"prompt": "q", "expected": "x"}])), 0)
+    assert plain.validate(0, "x") is None  # an expected output alone is a reference, not a check
