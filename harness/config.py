@@ -85,6 +85,9 @@ class RunConfig(BaseModel):
     sample_concatenate_permutation: bool | None = None
 
     cost: dict[str, Any] | None = Field(None, description="price sheet, see docs/cost.md")
+    slo: dict[str, float] | None = Field(
+        None, description="per-request targets for goodput: ttft_ms, tpot_ms, e2e_ms (see docs/llm.md)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:

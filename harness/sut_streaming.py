@@ -11,6 +11,11 @@ none); each drives `backend.stream(sample)` and stamps, on `perf_counter_ns`:
     each chunk   kept in tokens.jsonl with its token count, for per-token ITL
     complete     the stream ended
 
+The whole generated text is kept per request in tokens.jsonl ("text"), with the dataset's
+validator verdict ("valid") when the sample has one, the server's cached prompt tokens
+(usage.prompt_tokens_details.cached_tokens) when it reports them, and any figures a
+backend measured itself (a chunk with info["metrics"], e.g. its KV-cache bytes).
+
 Completions (and first tokens) that finish in the same loop iteration are coalesced into
 one `QuerySamplesComplete` (`FirstTokenComplete`) call, made after the iteration. Every
 issued sample is completed exactly once: a failed request is completed with no data and
@@ -53,6 +58,8 @@ class PreparedDataset(Dataset):
         self.source = source
         self.name = source.name
         self._prepare = prepare
+        #: the source's per-sample answer check (prompt datasets with validators)
+        self.validate = getattr(source, "validate", None)
         super().__init__(len(source), source.labels)
 
     def _make(self, index: int) -> Any:
@@ -123,8 +130,11 @@ def build_streaming(config: RunConfig, backend: Backend, workers: int) -> tuple[
     """
     if getattr(backend, "takes_prompts", backend.kind == "generative"):
         from harness.prompts import build_prompt_dataset
+        from harness.slo import parse_slo
 
-        source: Dataset = build_prompt_dataset(config.dataset, config.seed)
+        parse_slo(config.slo)  # a wrong target key stops the run before the test, not after it
+        # The backend's own tokenizer, when it has one, so lengths count in its tokens.
+        source: Dataset = build_prompt_dataset(config.dataset, config.seed, getattr(backend, "count_tokens", None))
     else:
         from harness.datasets import build_tensor_dataset
 
@@ -198,6 +208,7 @@ class StreamingSUT:
         self.failed = 0
         #: how the client counts tokens without usage: "tokenizer" or "chunks"
         self._client_method = getattr(backend, "token_source", "chunks")
+        self._validate = getattr(dataset, "validate", None)
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
@@ -261,6 +272,7 @@ class StreamingSUT:
         texts: list[str] = []
         usage: dict[str, Any] | None = None
         output: Any = None
+        metrics: dict[str, Any] = {}
         first_byte = first_token = retries = 0
         error = ""
         dispatch = _now()
@@ -285,6 +297,8 @@ class StreamingSUT:
                         output = info["output"]
                     elif "retry" in info:
                         retries += 1
+                    elif "metrics" in info:
+                        metrics.update(info["metrics"])
         except Exception as e:  # noqa: BLE001 - any failure fails this sample, visibly
             reason = getattr(e, "reason", None) or type(e).__name__
             detail = getattr(e, "detail", None) or str(e)
@@ -317,6 +331,10 @@ class StreamingSUT:
             (qid, index, issued, dispatch, first_byte, first_token, done, n_tokens, input_tokens, next(self._ids), 0, status, error)
         )
         if self.tokens or retries:
+            text = "".join(texts)
+            # Checked after the completion was queued to LoadGen, so it is not timed.
+            valid = self._validate(index, text) if self._validate is not None and not error else None
+            details = (usage or {}).get("prompt_tokens_details")
             self.records.add_tokens(
                 {
                     "query_id": qid,
@@ -331,6 +349,10 @@ class StreamingSUT:
                     "client_tokens": client_tokens,
                     "input_tokens": input_tokens,
                     "retries": retries,
+                    "cached_tokens": _int(details if isinstance(details, dict) else None, "cached_tokens"),
+                    "text": text,
+                    "valid": valid,
+                    **({"metrics": metrics} if metrics else {}),
                 }
             )
 

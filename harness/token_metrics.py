@@ -16,6 +16,19 @@ known, the client's own count (tokenizer or chunks) is compared with it: `mismat
 When the counts disagree, each chunk's share is scaled so the chunks add up to the
 server's count before spreading gaps.
 
+Breakdowns, so a stage's cost shows as a number:
+    by_input_length / by_output_length   TTFT, TPOT, E2E and per-request output tokens/s
+                   per power-of-two bucket of input (prompt) or output tokens: long
+                   prompts slow the first token (prefill), long answers the end (decode)
+    slo, goodput   attainment of the run's `slo` targets and good requests per second
+                   (harness.slo); `validation` counts answers checked by the dataset's
+                   validators, which goodput also requires
+    prompt_cache   the dataset's shared prefixes: the fraction of prompt tokens a prefix
+                   cache could serve in this run's issue order (expected), the fraction the
+                   server reported as cached (observed), and TTFT for hits vs misses
+    kv_cache       a backend's measured KV-cache bytes per request beside harness.kv_cache's
+                   estimate for the same model and token count
+
 LoadGen's own TTFT/TPOT/token-rate figures are read back for agreement. Its
 `result_token_throughput` is in tokens per *nanosecond* (a LoadGen bug), so the rate
 comes from `result_completed_tokens_per_second` (Server) or `result_tokens_per_second`.
@@ -30,8 +43,11 @@ from typing import Any
 
 import numpy as np
 
+from harness.kv_cache import KvShape
 from harness.loadgen_log import read_detail
+from harness.prompts import expected_reusable_fraction
 from harness.records import TOKENS_FILE, Records
+from harness.slo import evaluate, parse_slo
 
 PERCENTILES = (50, 90, 95, 99, 99.9)
 
@@ -167,6 +183,33 @@ def token_summary(run_dir: Path, records: Records | None, config: dict[str, Any]
         "retries": sum(int(e.get("retries") or 0) for e in entries),
         "requests_retried": sum(1 for e in entries if e.get("retries")),
     }
+    by_qid = {int(e["query_id"]): e for e in entries if "query_id" in e}
+    per_req = [by_qid.get(int(q), {}) for q in c["query_id"]]
+    ttft_all = np.where(first > 0, (first - issue) / 1e6, np.nan)
+    tpot_all = np.where((first > 0) & (n > 1), (done - first) / np.maximum(n - 1, 1) / 1e6, np.nan)
+    e2e_all = (done - issue) / 1e6
+    ours["by_input_length"] = _buckets(c["input_tokens"], ok, ttft_all, tpot_all, e2e_all, n)
+    ours["by_output_length"] = _buckets(n, ok, ttft_all, tpot_all, e2e_all, n)
+    checked = np.array([e.get("valid") is not None for e in per_req], dtype=bool)
+    valid = np.array([e.get("valid") is not False for e in per_req], dtype=bool)
+    ours["validation"] = (
+        {"checked": int(checked.sum()), "valid": int((checked & valid).sum()), "invalid": int((checked & ~valid).sum()),
+         "rate": float((checked & valid).sum()) / int(checked.sum())}
+        if checked.any() else None
+    )  # fmt: skip
+    targets = parse_slo(config.get("slo"))
+    ours["slo"] = None
+    ours["goodput"] = None
+    if targets or checked.any():
+        res = evaluate(targets, ok, ttft_all, tpot_all, e2e_all, valid, bool(checked.any()), span_s)
+        ours["slo"] = {"targets": res["targets"], "attainment": res["attainment"]} if targets else None
+        ours["goodput"] = res["goodput"]
+    child = _child(run_dir)
+    cached = [e.get("cached_tokens") for e in per_req]
+    reported = [x is not None for x in cached]
+    ours["cached_input_tokens"] = int(sum(x for x in cached if x is not None)) if any(reported) else None
+    ours["prompt_cache"] = _prompt_cache(c, ok, ttft_all, cached, (child.get("dataset") or {}).get("prefix"))
+    ours["kv_cache"] = _kv_cache(per_req, ok, ((child.get("backend") or {}).get("kv_cache") or {}).get("shape"))
     lg = _loadgen_tokens(run_dir, config.get("scenario", ""))
     agreement: dict[str, float | None] = {}
     if lg["ttft_ms"]:
@@ -177,3 +220,107 @@ def token_summary(run_dir: Path, records: Records | None, config: dict[str, Any]
             agreement[f"tpot_{k}"] = _ratio(ours["tpot_ms"][k], lg["tpot_ms"][k])
     agreement["output_tokens_per_s"] = _ratio(ours["output_tokens_per_s"], lg["output_tokens_per_s"])
     return {**ours, "loadgen": lg, "agreement": agreement}
+
+
+def _child(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "child.json"
+    try:
+        return json.loads(path.read_text()) if path.exists() else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def _brief(values_ms: np.ndarray) -> dict[str, float | None]:
+    v = values_ms[~np.isnan(values_ms)]
+    stats = weighted_percentiles(v, unit=1.0)
+    return {k: stats[k] for k in ("p50", "p90", "mean")}
+
+
+def _buckets(
+    lengths: np.ndarray, ok: np.ndarray, ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray, n_out: np.ndarray
+) -> list[dict[str, Any]]:
+    """Successful requests grouped by power-of-two length buckets (1, 2, 3-4, 5-8, ...).
+
+    Powers of two rather than quantiles: the same lengths land in the same bucket in every
+    run, so two runs' buckets compare row by row.
+    """
+    out: list[dict[str, Any]] = []
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if not ok.any():
+        return out
+    upper = np.where(lengths > 1, 2 ** np.ceil(np.log2(np.maximum(lengths, 1))), 1).astype(np.int64)
+    for hi in np.unique(upper[ok]):
+        sel = ok & (upper == hi)
+        lo = 1 if hi == 1 else hi // 2 + 1
+        rate = n_out[sel] / (e2e[sel] / 1e3)
+        out.append({
+            "range": f"{lo}-{hi}" if lo != hi else str(hi),
+            "min": int(lengths[sel].min()), "max": int(lengths[sel].max()), "requests": int(sel.sum()),
+            "ttft_ms": _brief(ttft[sel]), "tpot_ms": _brief(tpot[sel]), "e2e_ms": _brief(e2e[sel]),
+            "request_output_tokens_per_s": _brief(rate.astype(np.float64)),
+        })  # fmt: skip
+    return out
+
+
+def _prompt_cache(
+    c: dict[str, np.ndarray], ok: np.ndarray, ttft: np.ndarray, cached: list[int | None], prefix: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Expected vs observed prompt-cache reuse; None when neither is known."""
+    reported = np.array([x is not None for x in cached], dtype=bool)
+    if not prefix and not reported.any():
+        return None
+    inputs = c["input_tokens"].astype(np.int64)
+    out: dict[str, Any] = {"expected_reusable_fraction": None, "observed_cached_fraction": None, "requests_reporting": int(reported.sum())}
+    expected_hit = None
+    if prefix and prefix.get("groups"):
+        groups, plen = int(prefix["groups"]), int(prefix["prefix_len"])
+        order = np.argsort(c["issue_ns"], kind="stable")
+        g = [int(c["sample_index"][i]) % groups for i in order]
+        out["expected_reusable_fraction"] = expected_reusable_fraction(g, [plen] * len(g), [int(inputs[i]) for i in order])
+        out["groups"], out["prefix_len"] = groups, plen
+        seen: set[int] = set()
+        expected_hit = np.zeros(len(order), dtype=bool)
+        for i, grp in zip(order, g, strict=True):
+            expected_hit[i] = grp in seen
+            seen.add(grp)
+    if reported.any():
+        got = np.array([x or 0 for x in cached], dtype=np.int64)
+        total = int(inputs[reported].sum())
+        out["observed_cached_fraction"] = float(got[reported].sum()) / total if total else None
+        hit, basis = reported & (got > 0), "server usage (cached_tokens > 0)"
+        miss = reported & (got == 0)
+    elif expected_hit is not None:
+        hit, basis = expected_hit, "expected (a request after the first of its prefix group)"
+        miss = ~expected_hit
+    else:
+        return out
+    out["ttft_ms_by_cache"] = {
+        "basis": basis,
+        "hit": weighted_percentiles(ttft[hit & ok & ~np.isnan(ttft)], unit=1.0),
+        "miss": weighted_percentiles(ttft[miss & ok & ~np.isnan(ttft)], unit=1.0),
+        "hit_requests": int((hit & ok).sum()),
+        "miss_requests": int((miss & ok).sum()),
+    }
+    return out
+
+
+def _kv_cache(per_req: list[dict[str, Any]], ok: np.ndarray, shape: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Measured KV-cache bytes (a backend's own `metrics`) beside harness.kv_cache's estimate."""
+    measured = [(e["metrics"]["kv_cache_bytes"], e["metrics"]["kv_cache_tokens"])
+                for e, good in zip(per_req, ok, strict=True)
+                if good and isinstance(e.get("metrics"), dict) and "kv_cache_bytes" in e["metrics"]]  # fmt: skip
+    if not measured and not shape:
+        return None
+    out: dict[str, Any] = {"shape": shape, "requests_measured": len(measured)}
+    per_token = KvShape(**shape).bytes_per_token() if shape else None
+    out["estimate_bytes_per_token"] = per_token
+    if measured:
+        b = np.array([m[0] for m in measured], dtype=np.float64)
+        t = np.array([m[1] for m in measured], dtype=np.float64)
+        out["measured_bytes_per_token"] = float(b.sum() / t.sum()) if t.sum() else None
+        out["request_bytes"] = weighted_percentiles(b, unit=1.0)
+        out["request_tokens_mean"] = float(t.mean())
+        if per_token:
+            out["estimate_request_bytes_mean"] = per_token * float(t.mean())
+            out["measured_over_estimate"] = out["measured_bytes_per_token"] / per_token if out["measured_bytes_per_token"] else None
+    return out
