@@ -130,9 +130,9 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
 
 def _test01(config: RunConfig, audit_dir: Path, sampling_target: int) -> AuditResult:
     acc = runner.run(config.model_copy(update={"mode": "AccuracyOnly"}), audit_dir / "reference")
-    # The child hands LoadGen outputs only when accuracy logging is on in the run config;
-    # audit.config's sampling target then decides what LoadGen actually logs.
-    perf_config = config.model_copy(update={"mode": "PerformanceOnly", "accuracy_log_probability": 1e-9})
+    # With audit.config in the run folder the child hands LoadGen every output; the
+    # config's sampling target decides what LoadGen actually logs.
+    perf_config = config.model_copy(update={"mode": "PerformanceOnly"})
     aud = runner.run(perf_config, audit_dir / "audit", audit_config=test01_config(sampling_target))
     reference = {int(e["qsl_idx"]): e["data"] for e in read_accuracy_log(acc.run_dir)}
     logged = read_accuracy_log(aud.run_dir)

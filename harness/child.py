@@ -103,7 +103,14 @@ def run_test(run_dir: Path) -> dict[str, Any]:
 
     progress = Progress(config.min_duration_s)
     records = RecordWriter(run_dir, on_flush=progress)
-    return_outputs = config.mode in ("AccuracyOnly", "SubmissionRun") or bool(config.accuracy_log_probability)
+    # LoadGen logs outputs in accuracy mode, when sampling is asked for, and in compliance
+    # audits (audit.config may turn sampling on); otherwise copying outputs is wasted work.
+    return_outputs = (
+        config.mode in ("AccuracyOnly", "SubmissionRun")
+        or bool(config.accuracy_log_probability)
+        or bool(config.accuracy_log_sampling_target)
+        or (run_dir / "audit.config").exists()
+    )
     if sut_factory is None:
         from harness.sut import TensorSUT
 

@@ -44,21 +44,6 @@ def main(debug: bool) -> None:
     """MLPerf LoadGen benchmarks over ONNX Runtime, PyTorch and HTTP backends."""
 
 
-def demo_configs() -> list[Any]:
-    """`harness run` with no arguments: the embedded model, Offline + SingleStream + accuracy."""
-    from harness.config import RunConfig
-    from harness.embedded import default_model, measured_rate
-
-    model = default_model()
-    common = dict(backend="onnxruntime", model=str(model), dataset="digits", name="demo", min_duration_s=5.0)
-    hint = round(measured_rate(model, 64) * 1.2, -3)  # above the real rate: the query must last min_duration
-    return [
-        RunConfig(**common, scenario="Offline", max_batch=64, offline_expected_qps=hint),
-        RunConfig(**common, scenario="SingleStream", single_stream_expected_latency_ms=0.05, min_query_count=1000),
-        RunConfig(**common, scenario="Offline", mode="AccuracyOnly", max_batch=64),
-    ]
-
-
 @main.command()
 @click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML")
 @click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]))
@@ -119,6 +104,8 @@ def run(
         benchmark=benchmark,
     )
     if config_file is None and not overrides and all(v is None for v in cli_values.values()):
+        from harness.demo import demo_configs
+
         configs = demo_configs()
     else:
         configs = [build_config(config_file, overrides, cli_values, registry.option_names)]

@@ -116,25 +116,3 @@ def sha256_file(path: Path) -> str:
             h.update(block)
     return h.hexdigest()
 
-
-def measured_rate(model: Path, batch: int, seconds: float = 0.5) -> float:
-    """Samples/s of a plain ONNX Runtime loop on the test split: the demo's Offline hint.
-
-    LoadGen sizes the Offline query from `offline_expected_qps`; a hint below the real rate
-    makes the run too short (INVALID), so the demo measures before it asks.
-    """
-    import time
-
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
-    x, _ = digits_test_split()
-    x = np.resize(x, (batch, *x.shape[1:]))
-    sess.run(None, {"image": x})
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        sess.run(None, {"image": x})
-        n += batch
-    return n / (time.perf_counter() - t0)
