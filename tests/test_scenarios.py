@@ -18,9 +18,9 @@ def _agree(summary: dict, key: str, tol: float) -> None:
     assert abs(ratio - 1) <= tol, f"{key}: harness/LoadGen = {ratio:.4f}, tolerance {tol}"
 
 
-def _agree_latency(summary: dict, k: str, rel: float, abs_ms: float) -> None:
-    """Server latencies differ by LoadGen's issue delay (its stamp precedes our callback)."""
-    ours = summary["harness"]["latency_ms"][k]
+def _agree_latency(summary: dict, k: str, rel: float, abs_ms: float, section: str = "latency_ms") -> None:
+    """Latencies differ by LoadGen's issue delay (its stamp precedes our callback)."""
+    ours = summary["harness"][section][k]
     lg = summary["loadgen"]["latency_ms"][k]
     assert ours <= lg * 1.01, f"{k}: harness {ours} ms above LoadGen's {lg} ms"
     assert lg - ours <= max(rel * lg, abs_ms), f"{k}: harness {ours} ms vs LoadGen {lg} ms"
@@ -107,8 +107,8 @@ def test_multistream_query_latency_agrees(run_harness):
     ours = s["harness"]
     assert ours["samples"] == 8 * s["loadgen"]["query_count"]
     assert ours["mean_batch_size"] == pytest.approx(8.0)
-    for k in ("query_latency_p50", "query_latency_p99"):
-        _agree(s, k, 0.03)
+    _agree_latency(s, "p50", 0.03, 0.25, section="query_latency_ms")
+    _agree_latency(s, "p99", 0.03, 0.5, section="query_latency_ms")
     assert s["validity"]["result"] == "VALID", s["validity"]
 
 
