@@ -19,7 +19,6 @@ bits), counted apart.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 
 from harness import runner
 from harness.config import RunConfig
-from harness.errors import ConfigError, OutputError
+from harness.errors import ConfigError
 from harness.loadgen_log import read_accuracy_log
 
 TESTS = ("TEST01", "TEST04")
@@ -66,25 +65,10 @@ class AuditResult:
                 "figures": self.figures, "message": self.message}
 
 
-def _audit_dir(root: Path, config: RunConfig, test: str) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = root / f"{stamp}-{config.name}-{config.scenario}-{test}"
-    path, n = base, 1
-    while True:
-        try:
-            path.mkdir(parents=True)
-            return path
-        except FileExistsError:
-            n += 1
-            path = base.with_name(f"{base.name}-{n}")
-        except OSError as e:
-            raise OutputError(f"cannot create {path}: {e.strerror}; pass --output-dir DIR") from e
-
-
 def run_audit(test: str, config: RunConfig, output_root: Path, sampling_target: int = 64) -> AuditResult:
     if test not in TESTS:
         raise ConfigError(f"unknown audit {test!r}: use one of {', '.join(TESTS)}")
-    audit_dir = _audit_dir(output_root, config, test)
+    audit_dir = runner.new_results_dir(output_root, f"{config.name}-{config.scenario}-{test}")
     if test == "TEST04":
         result = _test04(config, audit_dir)
     else:

@@ -13,7 +13,6 @@ LoadGen instance: one run's warm caches or leaked threads never flatter the next
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any
 from harness import runner
 from harness.compare import AGGREGATE_FILE, headline, stats
 from harness.config import RunConfig
-from harness.errors import ConfigError, OutputError
+from harness.errors import ConfigError
 
 AGGREGATE_SCHEMA_VERSION = 1
 # A spread above this is flagged: the gate would need a larger threshold to be trusted.
@@ -35,21 +34,6 @@ class RepeatOutcome:
     repeat_dir: Path
     outcomes: list[runner.RunOutcome]
     aggregate: dict[str, Any]
-
-
-def _repeat_dir(root: Path, config: RunConfig) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = root / f"{stamp}-{config.name}-{config.scenario}-repeat"
-    path, n = base, 1
-    while True:
-        try:
-            path.mkdir(parents=True)
-            return path
-        except FileExistsError:
-            n += 1
-            path = base.with_name(f"{base.name}-{n}")
-        except OSError as e:
-            raise OutputError(f"cannot create {path}: {e.strerror}; pass --output-dir DIR") from e
 
 
 def aggregate(repeat_dir: Path, run_dirs: list[Path]) -> dict[str, Any]:
@@ -91,7 +75,7 @@ def run_repeated(
     """`after_each` runs on each finished run before the aggregate (e.g. writes its cost.json)."""
     if repeat < 2:
         raise ConfigError(f"--repeat {repeat}: use 2 or more (one run needs no aggregate)")
-    repeat_dir = _repeat_dir(output_root, config)
+    repeat_dir = runner.new_results_dir(output_root, f"{config.name}-{config.scenario}-repeat")
     outcomes = []
     for _ in range(repeat):
         outcomes.append(runner.run(config, repeat_dir))

@@ -57,7 +57,8 @@ def resolve(config: RunConfig) -> RunConfig:
     return config.model_copy(update=updates) if updates else config
 
 
-def _new_run_dir(root: Path, name: str, scenario: str) -> Path:
+def new_results_dir(root: Path, label: str) -> Path:
+    """A new, unique `root/<timestamp>-<label>` folder; clear errors when root is unusable."""
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -65,7 +66,7 @@ def _new_run_dir(root: Path, name: str, scenario: str) -> Path:
     if not os.access(root, os.W_OK):
         raise OutputError(f"output dir {root} is not writable; pass --output-dir DIR")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = root / f"{stamp}-{name}-{scenario}"
+    base = root / f"{stamp}-{label}"
     path, n = base, 1
     while True:
         try:
@@ -94,7 +95,7 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
     """One test in a child process. `audit_config`: the text of a LoadGen compliance
     audit.config (TEST01/TEST04), written into the folder before the child starts."""
     config = resolve(config)
-    run_dir = _new_run_dir(output_root, config.name, config.scenario)
+    run_dir = new_results_dir(output_root, f"{config.name}-{config.scenario}")
     if audit_config is not None:
         (run_dir / "audit.config").write_text(audit_config)
     (run_dir / "run.yaml").write_text(config.to_yaml())
