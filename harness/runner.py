@@ -24,6 +24,7 @@ from harness import __version__, registry
 from harness.config import RunConfig, validate_backend_options
 from harness.embedded import sha256_file
 from harness.errors import HarnessError, OutputError, RunError
+from harness.records import recover as recover_records
 from harness.summary import write_summary
 from harness.sysinfo import describe_system
 
@@ -115,6 +116,7 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
             proc.kill()
             rc = proc.wait()
         status.update(status="incomplete", reason="interrupted by the user")
+    recover_records(run_dir)  # a crashed or killed child leaves its rows in records.partial
     error = _child_error(run_dir)
     if rc != 0 and status["status"] == "complete":
         if rc < 0:

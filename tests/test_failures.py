@@ -64,8 +64,8 @@ def test_killed_child_leaves_an_incomplete_folder_with_its_records(tmp_path):
     pid, run_dir = _child_pid(root)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # wait until records have reached the disk
-        path = run_dir / "records.csv"
-        if path.exists() and path.read_text().count("\n") > 50:
+        path = run_dir / "records.partial"  # rows reach it every 0.25 s during the test
+        if path.exists() and path.stat().st_size > 2000:
             break
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
@@ -79,5 +79,25 @@ def test_killed_child_leaves_an_incomplete_folder_with_its_records(tmp_path):
     assert s["harness"]["samples"] > 50
     rec = read_records(run_dir).columns
     assert len(rec["query_id"]) == s["harness"]["samples"]
+    assert not (run_dir / "records.partial").exists()  # recovered into records.csv
     assert np.all(rec["complete_ns"] >= rec["issue_ns"])
     assert "INCOMPLETE" in out
+
+
+def test_records_survive_numpy_values_and_a_cut_frame(tmp_path):
+    from harness.records import PARTIAL_FILE, RecordWriter, recover
+
+    w = RecordWriter(tmp_path)
+    w.add((np.int64(7), 1, 10, 11, 0, 0, 12, 0, 0, 0, 0, "ok", ""))
+    w.add((8, 2, 10, 11, 0, 0, 13, 0, 0, 1, 0, "error", 'ValueError: a "quoted", text'))
+    w.close()
+    rec = read_records(tmp_path).columns
+    assert list(rec["query_id"]) == [7, 8] and rec["error"][1] == 'ValueError: a "quoted", text'
+    # A crash mid-write leaves half a frame: the whole frames before it are kept.
+    import marshal
+
+    (tmp_path / "records.csv").unlink()
+    good = marshal.dumps([(1, 1, 1, 1, 0, 0, 2, 0, 0, 0, 0, "ok", "")])
+    (tmp_path / PARTIAL_FILE).write_bytes(good + good[: len(good) // 2])
+    assert recover(tmp_path) == 1
+    assert len(read_records(tmp_path)) == 1
