@@ -78,6 +78,13 @@ class Backend:
     #: (harness.sut_streaming) and implements `stream`.
     kind: ClassVar[str] = "tensor"
 
+    @classmethod
+    def scales_with_host_cores(cls, options: BackendOptions) -> bool:
+        """True when `predict` computes on this machine's CPU cores and releases the GIL,
+        so that Offline runs best as one single-threaded worker per core. False (the
+        default) keeps one worker per device: right for GPUs, servers and emulators."""
+        return False
+
     def __init__(self, options: BackendOptions) -> None:
         self.options = options
 

@@ -39,6 +39,10 @@ class OnnxRuntimeBackend(Backend):
     Options = OrtOptions
     options: OrtOptions
 
+    @classmethod
+    def scales_with_host_cores(cls, options: OrtOptions) -> bool:
+        return list(options.providers) == ["CPUExecutionProvider"]
+
     def load(self, ctx: LoadContext) -> None:
         import onnxruntime as ort
 

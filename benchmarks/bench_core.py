@@ -132,11 +132,16 @@ def main() -> None:
         threads = os.cpu_count() or 1
         batch = 32
         loop = plain_ort_loop(model, batch, threads, 5.0)
+        # The harness's default shape (one single-threaded worker per core) and the loop's
+        # own shape (one worker, all threads), both against the same plain loop.
         ours = harness(tmp, backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
-                       offline_expected_qps=loop, min_duration_s=5.0,
-                       backend_options={"intra_op_threads": threads})
+                       offline_expected_qps=loop, min_duration_s=5.0)
         rows.append((f"ORT Offline samples/s (MLP 512-1024-1024-10, batch {batch}, {threads} threads)",
                      loop, ours["loadgen"]["throughput_per_s"], 0.95))
+        same = harness(tmp, backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
+                       workers=1, offline_expected_qps=loop, min_duration_s=5.0,
+                       backend_options={"intra_op_threads": threads})
+        rows.append(("  same, forced to 1 worker x all threads", loop, same["loadgen"]["throughput_per_s"], 0.95))
 
         fid = harness(tmp, backend="synthetic", scenario="SingleStream", backend_options={"service_time_ms": 5.0},
                       single_stream_expected_latency_ms=5, min_duration_s=dur * 2, min_query_count=100)

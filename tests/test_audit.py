@@ -12,9 +12,10 @@ from harness.audit import run_audit
 from harness.config import RunConfig
 from harness.loadgen_log import read_detail
 
-# 1 ms per sample, batches of 16: at most 1000 samples/s when every sample is computed;
-# mostly sleep, so a loaded 2-core box moves it little.
+# 1 ms per sample, batches of 16, one worker (one emulated device): at most 1000 samples/s
+# when every sample is computed; mostly sleep, so a loaded 2-core box moves it little.
 OFFLINE = ["--backend", "synthetic", "--scenario", "Offline", "--set", "per_sample_ms=1.0", "--set", "max_batch=16",
+           "--set", "workers=1",
            "--set", "offline_expected_qps=1200", "--set", "min_duration_s=0.4"]
 
 
@@ -35,7 +36,7 @@ def test_test04_catches_a_caching_sut(tmp_path: Path):
 
 
 def test_test04_passes_an_honest_sut(tmp_path: Path):
-    config = RunConfig(backend="synthetic", scenario="Offline", max_batch=16, offline_expected_qps=1200,
+    config = RunConfig(backend="synthetic", scenario="Offline", max_batch=16, workers=1, offline_expected_qps=1200,
                        min_duration_s=0.4, backend_options={"per_sample_ms": 1.0})
     result = run_audit("TEST04", config, tmp_path)
     assert result.passed, result.message

@@ -32,7 +32,7 @@ def test_quick_offline_profile_runs_under_a_minute(run_harness):
 
     config = build_config(
         SCENARIOS[[p.name for p in SCENARIOS].index("offline.yaml")],
-        ["backend=synthetic", "per_sample_ms=1.0", "max_batch=32"], {}, registry.option_names,
+        ["backend=synthetic", "per_sample_ms=1.0", "max_batch=32", "workers=1"], {}, registry.option_names,
     )
     t0 = time.monotonic()
     _, s = run_harness(**config.model_dump())

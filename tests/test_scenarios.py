@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from harness.config import RunConfig
 from harness.records import read_records
+from harness.sysinfo import usable_cores
 
 SYN = "synthetic"
 
@@ -80,6 +82,7 @@ def test_offline_batches_and_agrees_with_loadgen(run_harness):
         scenario="Offline",
         backend_options={"per_sample_ms": 0.1},  # 10 k samples/s at any batch size
         max_batch=32,
+        workers=1,  # one emulated device
         offline_expected_qps=10_000,
         min_duration_s=1.0,
     )
@@ -133,6 +136,31 @@ def test_accuracy_mode_scores_the_embedded_model_exactly(run_harness, embedded_m
     assert acc["value"] == pytest.approx(truth)
     assert acc["value"] > 0.9
     assert json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    # Offline on ORT's CPU provider: one single-threaded worker per core by default.
+    assert s["sut"]["workers"] == usable_cores() and s["sut"]["threads_per_worker"] == 1
+
+
+def test_worker_shape_defaults_per_scenario_and_backend():
+    from harness.child import resolve_workers
+
+    cores = usable_cores()
+    ort_offline = RunConfig(backend="onnxruntime", scenario="Offline")
+    assert resolve_workers(ort_offline, host_cores_backend=True) == (cores, 1)
+    # latency scenarios and device-like backends: one worker, every core for its calls
+    assert resolve_workers(RunConfig(backend="onnxruntime", scenario="Server"), host_cores_backend=True) == (1, cores)
+    assert resolve_workers(RunConfig(backend=SYN, scenario="Offline"), host_cores_backend=False) == (1, cores)
+    # an explicit choice wins, and threads shrink so workers x threads <= cores
+    assert resolve_workers(RunConfig(backend="onnxruntime", scenario="Offline", workers=1), True) == (1, cores)
+    assert resolve_workers(RunConfig(backend="onnxruntime", scenario="Server", workers=cores), True) == (cores, 1)
+
+
+def test_only_cpu_onnxruntime_scales_with_host_cores():
+    from backends.onnxruntime import OnnxRuntimeBackend, OrtOptions
+    from backends.synthetic import SyntheticBackend
+
+    assert OnnxRuntimeBackend.scales_with_host_cores(OrtOptions())
+    assert not OnnxRuntimeBackend.scales_with_host_cores(OrtOptions(providers=["CUDAExecutionProvider"]))
+    assert not SyntheticBackend.scales_with_host_cores(SyntheticBackend.Options())
 
 
 def test_find_peak_performance_runs_loadgen_search(run_harness):
