@@ -49,6 +49,7 @@ class TensorSUT:
         self._queue: deque[list[Any]] = deque()  # [samples, next position, issue time]
         self._take_lock = threading.Lock()
         self._cv = threading.Condition()
+        self._waiting = 0  # workers inside cv.wait(); issue() notifies only when one is
         self._stopping = False
         self._batch_ids = itertools.count()  # next() is atomic under the GIL
         self.failed = 0
@@ -61,8 +62,12 @@ class TensorSUT:
         # Only stamp and enqueue: an Offline query can hold millions of samples, and
         # unpacking them here would stall LoadGen's thread. Workers unpack in batches.
         self._queue.append([query_samples, 0, time.perf_counter_ns()])
-        with self._cv:
-            self._cv.notify()
+        # A worker counts itself waiting (under the lock) before it looks at the queue,
+        # so reading the count after the append cannot miss a sleeper; a busy worker
+        # costs LoadGen's thread no lock at all.
+        if self._waiting:
+            with self._cv:
+                self._cv.notify()
 
     def flush(self) -> None:
         """LoadGen's flush_queries: nothing is held back, so nothing to do."""
@@ -103,8 +108,10 @@ class TensorSUT:
             items = self._take(self.max_batch)
             if not items:
                 with cv:
+                    self._waiting += 1
                     while not self._queue and not self._stopping:
                         cv.wait()
+                    self._waiting -= 1
                     if self._stopping and not self._queue:
                         return
                 continue
@@ -127,8 +134,10 @@ class TensorSUT:
             if left <= 0:
                 break
             with self._cv:
+                self._waiting += 1
                 if not self._queue:
                     self._cv.wait(left / 1e9)
+                self._waiting -= 1
         return more
 
     def _serve(self, items: list[tuple[int, int, int]], worker: int) -> None:
@@ -148,7 +157,8 @@ class TensorSUT:
         done = time.perf_counter_ns()
         keep = []  # buffers must outlive QuerySamplesComplete, which copies them
         if error or not self.return_outputs:
-            responses = [self._response(i[0], 0, 0) for i in items]
+            make = self._response
+            responses = [make(items[0][0], 0, 0)] if len(items) == 1 else [make(i[0], 0, 0) for i in items]
         else:
             responses = []
             for row, item in enumerate(items):
