@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from backends.base import LoadContext  # noqa: E402
 from backends.pytorch import PyTorchBackend, PyTorchOptions  # noqa: E402
 from harness.embedded import sha256_file  # noqa: E402
+from harness.report.figures import setup_line  # noqa: E402
 from harness.errors import BackendError, ConfigError, ModelError  # noqa: E402
 from tests.torch_models import bare_mlp, tiny_mlp  # noqa: E402
 
@@ -142,6 +143,8 @@ def test_compile_default_runs_once_at_max_batch_and_pads(trained):
     backend = load(TINY, max_batch=4, weights=str(path), compile="default", threads=1)
     d = backend.describe()
     assert d["compile"] == "default" and d["compile_s"] > 0 and d["padded_batch"] == 4 and d["threads"] == 1
+    line = setup_line({"timings_s": {"load_s": 5.0, "warmup_s": 0.5, "test_s": 60.0}, "backend": d})
+    assert line == f"setup before LoadGen started: load 5.00 s (compile {d['compile_s']:.2f} s), warm-up 0.50 s · timed test 60.00 s"
     x = images(3)  # smaller than max_batch: padded to the compiled shape, 3 rows back
     (out,) = backend.predict({"image": x})
     assert out.shape == (3, 10)

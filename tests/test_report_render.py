@@ -53,6 +53,8 @@ def test_terminal_verdict_first_then_breakdown_and_cost(runs, kind):
     else:
         assert "failures:" not in text
     assert f"{data.breakdown['dominant']} ◀ dominant" in text
+    t = data.summary["timings_s"]  # setup outside LoadGen's timing is shown, not hidden
+    assert f"setup before LoadGen started: load {t['load_s']:.2f} s, warm-up {t['warmup_s']:.2f} s" in text
     assert "per successful task" in text and "per request" in text
     assert f"{data.summary['harness']['latency_ms']['p99']:.3f}" in text
     if kind != "failures":

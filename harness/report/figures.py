@@ -73,6 +73,9 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
             f"success {pct(ours['success_rate'])} ({ours['succeeded']:,} of {ours['samples']:,})"
             + (f" · failures: {', '.join(f'{k} {v}' for k, v in ours['failures_by_reason'].items())}" if ours["failed"] else "")
         )
+    setup = setup_line(summary)
+    if setup:
+        lines.append(setup)
     if cost:
         c = cost["currency"]
         lines.append(
@@ -80,6 +83,23 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
             f" · total {money(cost['total'], c)}"
         )
     return lines
+
+
+def setup_line(summary: dict[str, Any]) -> str | None:
+    """Load, compile and warm-up happen before LoadGen starts: shown, never in the figures."""
+    t = summary.get("timings_s") or {}
+    backend = summary.get("backend") or {}
+    parts = []
+    if t.get("load_s") is not None:
+        # a compiling backend compiles while it loads (at the max_batch shape)
+        compiled = f" (compile {backend['compile_s']:.2f} s)" if backend.get("compile_s") is not None else ""
+        parts.append(f"load {t['load_s']:.2f} s{compiled}")
+    if t.get("warmup_s") is not None:
+        parts.append(f"warm-up {t['warmup_s']:.2f} s")
+    if not parts:
+        return None
+    test = f" · timed test {t['test_s']:.2f} s" if t.get("test_s") is not None else ""
+    return "setup before LoadGen started: " + ", ".join(parts) + test
 
 
 def throughput_table(summary: dict[str, Any]) -> Table:
