@@ -226,11 +226,19 @@ def _check_rerunnable(result: CheckResult, run_dir: Path, summary: dict[str, Any
     if not rebuild_dataset or not recorded:
         result.add("ok", "re-runnable", "run.yaml is a valid config for an installed backend")
         return
-    if backend_cls.kind != "tensor":
-        result.add("note", "dataset", f"a {backend_cls.kind} backend's prompt dataset is not rebuilt; sha256 not verified")
+    described = (summary or {}).get("dataset") or {}
+    if backend_cls.kind != "tensor" and described.get("kind") != "jsonl":
+        # Synthetic and ShareGPT prompts are counted in the tokenizer of the model under
+        # test: rebuilding them needs that model, which a check does not load.
+        result.add("note", "dataset", f"a {backend_cls.kind} backend's generated prompt set is not rebuilt; sha256 not verified")
         return
     try:
-        actual = _dataset_sha256(config, backend_cls, options)
+        if backend_cls.kind != "tensor":
+            from harness.prompts import load_jsonl
+
+            actual = load_jsonl(Path(described["path"]), described.get("validator")).fingerprint()
+        else:
+            actual = _dataset_sha256(config, backend_cls, options)
     except HarnessError as e:
         result.add("note", "dataset", f"cannot rebuild it here: {e}")
         return

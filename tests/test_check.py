@@ -111,3 +111,21 @@ def test_invalid_run_and_cli_exit_codes(valid_run: Path, tmp_path: Path):
                              capture_output=True, text=True, timeout=60)
         codes[name] = out.returncode
     assert codes == {"valid": 0, "invalid": 4, "not a folder": 2}
+
+
+def test_prompt_file_is_reread_and_hashed(tmp_path: Path):
+    """A generative run's .jsonl prompts are hashed again by check: an edited file is caught."""
+    from http_servers import ServerThread, Timing, openai_app
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"count to {i}", "max_tokens": 4}) + "\n" for i in range(8)))
+    with ServerThread(openai_app(Timing(tokens=4))) as srv:
+        run = runner.run(
+            RunConfig(backend="http", scenario="Offline", dataset=str(prompts), min_duration_s=0.2,
+                      backend_options={"protocol": "openai-completions", "url": srv.url + "/v1"}),
+            tmp_path / "results",
+        ).run_dir
+    assert _kinds(check_run(run))["dataset"] == "ok"
+    prompts.write_text(prompts.read_text().replace("count to 3", "count to 33"))
+    result = check_run(run)
+    assert result.exit_code == EXIT_TAMPERED and _kinds(result)["dataset"] == "tampered"
