@@ -28,13 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from harness.check import check_run
 from harness.config import read_yaml
 from harness.embedded import sha256_file
 from harness.errors import ConfigError, HarnessError, OutputError
-from harness.report_io import load_summary
+from harness.report import RunData, load_run
 
 DIVISIONS = ("closed", "open", "network")
 SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge")
@@ -72,17 +71,8 @@ class SubmissionRefused(HarnessError):
     exit_code = 1
 
 
-@dataclass
-class RunInfo:
-    run_dir: Path
-    config: dict[str, Any]
-    summary: dict[str, Any]
-    system: dict[str, Any]
-    manifest: dict[str, Any]
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.config["benchmark"], self.config["scenario"]
+def _key(r: RunData) -> tuple[str, str]:
+    return r.config["benchmark"], r.config["scenario"]
 
 
 @dataclass
@@ -112,27 +102,23 @@ def official_settings(benchmark: str, scenario: str) -> dict[str, int]:
     return data
 
 
-def _load(run_dir: Path) -> RunInfo:
-    summary = load_summary(run_dir)
-    missing = [n for n in ("run.yaml", "system.json", "manifest.json") if not (run_dir / n).is_file()]
+def _load(run_dir: Path) -> RunData:
+    missing = [n for n in ("summary.json", "run.yaml", "system.json", "manifest.json") if not (run_dir / n).is_file()]
     if missing:
         raise OutputError(f"{run_dir} lacks {', '.join(missing)}: run `harness check {run_dir}`")
-    config = yaml.safe_load((run_dir / "run.yaml").read_text())
-    system = json.loads((run_dir / "system.json").read_text())
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    return RunInfo(run_dir, config, summary, system, manifest)
+    return load_run(run_dir)
 
 
-def broken_rules(runs: list[RunInfo]) -> list[str]:
+def broken_rules(runs: list[RunData]) -> list[str]:
     """Every MLPerf rule the set of runs breaks, one sentence each, naming the run."""
     broken: list[str] = []
-    groups: dict[tuple[str, str], dict[str, list[RunInfo]]] = {}
+    groups: dict[tuple[str, str], dict[str, list[RunData]]] = {}
     for r in runs:
         mode = r.config["mode"]
         if mode not in ("PerformanceOnly", "AccuracyOnly"):
             broken.append(f"{r.run_dir.name}: mode {mode}; a submission needs a PerformanceOnly and an AccuracyOnly run")
             continue
-        groups.setdefault(r.key, {"PerformanceOnly": [], "AccuracyOnly": []})[mode].append(r)
+        groups.setdefault(_key(r), {"PerformanceOnly": [], "AccuracyOnly": []})[mode].append(r)
         if (r.run_dir / "audit.config").is_file():
             broken.append(f"{r.run_dir.name}: a compliance audit run (audit.config overrode LoadGen's settings); "
                           "submit the normal run and put audits under compliance/")
@@ -162,7 +148,7 @@ def broken_rules(runs: list[RunInfo]) -> list[str]:
     return broken
 
 
-def _performance_rules(name: str, r: RunInfo, official: dict[str, int]) -> list[str]:
+def _performance_rules(name: str, r: RunData, official: dict[str, int]) -> list[str]:
     broken: list[str] = []
     eff = r.summary["loadgen"].get("effective_settings") or {}
     validity = r.summary["validity"]
@@ -184,7 +170,7 @@ def _performance_rules(name: str, r: RunInfo, official: dict[str, int]) -> list[
     return broken
 
 
-def system_description(runs: list[RunInfo], user: dict[str, Any], division: str, org: str) -> dict[str, Any]:
+def system_description(runs: list[RunData], user: dict[str, Any], division: str, org: str) -> dict[str, Any]:
     """system.json of the runs, completed by the user's file; user values win."""
     s = runs[0].system
     accel = s.get("accelerators") or []
@@ -223,12 +209,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "system"
 
 
-def _user_conf(r: RunInfo) -> str:
+def _user_conf(r: RunData) -> str:
     path = r.config.get("user_conf")
     if path and Path(path).is_file():
         return Path(path).read_text()
     lines = [f"# user.conf equivalent of {r.run_dir.name}/run.yaml, written by harness submission"]
-    benchmark, scenario = r.key
+    benchmark, scenario = _key(r)
     for key, (conf_key, scale) in _USER_CONF_KEYS.items():
         value = r.config.get(key)
         if value is not None:
@@ -237,7 +223,7 @@ def _user_conf(r: RunInfo) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _measurements(r: RunInfo, user: dict[str, Any]) -> dict[str, Any]:
+def _measurements(r: RunData, user: dict[str, Any]) -> dict[str, Any]:
     backend = r.summary.get("backend") or {}
     precision = backend.get("precision") or "fp32"
     model = r.config.get("model")
@@ -258,7 +244,7 @@ def _measurements(r: RunInfo, user: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _accuracy_txt(r: RunInfo) -> str:
+def _accuracy_txt(r: RunData) -> str:
     acc = r.summary.get("accuracy") or {}
     log = r.run_dir / "mlperf_log_accuracy.json"
     value = acc.get("value")
@@ -302,7 +288,7 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
     put(root / "systems" / f"{system}.json", json.dumps(desc, indent=2) + "\n")
     mark = "" if not broken else "NOT A VALID SUBMISSION (written with --force). Rules broken:\n" + "".join(f"- {b}\n" for b in broken) + "\n"
     for r in runs:
-        benchmark, scenario = r.key
+        benchmark, scenario = _key(r)
         if benchmark == "*":
             benchmark = "unnamed"
         base = root / "results" / system / benchmark / scenario
@@ -326,8 +312,8 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
     return SubmissionResult(root, broken, True, files)
 
 
-def _scenario_readme(r: RunInfo, mark: str) -> str:
-    benchmark, scenario = r.key
+def _scenario_readme(r: RunData, mark: str) -> str:
+    benchmark, scenario = _key(r)
     return (
         f"# {benchmark} {scenario}\n\n{mark}"
         "Reproduce with loadgen-harness:\n\n"
