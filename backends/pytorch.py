@@ -90,6 +90,14 @@ class PyTorchBackend(Backend):
     requires = ("torch",)
     install_hint = "pip install 'loadgen-harness[pytorch]'"
 
+    @classmethod
+    def scales_with_host_cores(cls, options: PyTorchOptions) -> bool:
+        # Measured Offline, MLP batch 64 on 2 cores: 2 workers x 1 thread 1.03-1.15x a
+        # plain 2-thread loop, 1 worker x 2 threads 0.73-0.83x (benchmarks/bench_pytorch.py).
+        # Not for compiled models: torch.compile does not promise that concurrent calls from
+        # several threads are safe (a guard miss recompiles), so they keep one worker.
+        return options.device == "cpu" and options.compile == "off"
+
     # --- load ----------------------------------------------------------------------------
     def load(self, ctx: LoadContext) -> None:
         import torch

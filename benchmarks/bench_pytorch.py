@@ -67,7 +67,12 @@ def best_loop(batch: int, threads: int, seconds: float, precision: str, compile_
     return max(plain_loop(*args), on_worker[0])
 
 
-def harness_run(batch: int, threads: int, seconds: float, precision: str, compile_mode: str, expected: float) -> dict:
+def harness_run(
+    batch: int, threads: int, seconds: float, precision: str, compile_mode: str, expected: float, one_worker: bool = False
+) -> dict:
+    """The harness's default shape on `threads` cores (one single-threaded worker per core
+    when they are all the machine's), or with `one_worker` the loop's own shape."""
+    shape: dict = {"workers": 1, "threads": threads} if one_worker or threads != usable_cores() else {}
     with tempfile.TemporaryDirectory() as d:
         return runner.run(
             RunConfig(
@@ -78,7 +83,8 @@ def harness_run(batch: int, threads: int, seconds: float, precision: str, compil
                 max_batch=batch,
                 min_duration_s=seconds,
                 offline_expected_qps=expected,
-                backend_options={"precision": precision, "compile": compile_mode, "threads": threads},
+                workers=shape.get("workers"),
+                backend_options={"precision": precision, "compile": compile_mode, "threads": shape.get("threads")},
             ),
             Path(d),
         ).summary
@@ -97,24 +103,29 @@ def main() -> None:
     measure = (args.batch, threads, args.seconds, args.precision, args.compile)
 
     loops = [best_loop(*measure)]
-    runs = []
+    runs, forced = [], []
     for _ in range(args.rounds):
-        runs.append(harness_run(*measure, expected=loops[-1]))
+        runs.append(harness_run(*measure, expected=1.5 * loops[-1]))
+        forced.append(harness_run(*measure, expected=1.5 * loops[-1], one_worker=True))
         loops.append(best_loop(*measure))
 
     print(f"PyTorch Offline, bench_mlp 512-2048-2048-1000, batch {args.batch}, {threads} threads, "
           f"precision {args.precision}, compile {args.compile}")
-    print(f"{'round':>5s} {'loop before':>12s} {'harness':>12s} {'loop after':>12s} {'ratio':>7s}  (samples/s; ratio = harness / faster loop)")
+    print(f"{'round':>5s} {'loop before':>12s} {'harness':>12s} {'loop after':>12s} {'ratio':>7s} "
+          f"{'1 worker':>10s} {'ratio':>7s}  (samples/s; ratio = harness / faster loop; "
+          f"harness: its default workers x threads, 1 worker: the loop's shape, 1 x {threads} threads)")
     ratios = []
-    for i, s in enumerate(runs):
+    for i, (s, f) in enumerate(zip(runs, forced, strict=True)):
         before, after = loops[i], loops[i + 1]
-        ours = s["loadgen"]["throughput_per_s"]
+        ours, one = s["loadgen"]["throughput_per_s"], f["loadgen"]["throughput_per_s"]
         ratio = ours / max(before, after)
         ratios.append(ratio)
         noisy = " busy machine: the loops differ by > 10 %" if abs(before - after) > 0.1 * max(before, after) else ""
-        print(f"{i + 1:>5d} {before:>12,.0f} {ours:>12,.0f} {after:>12,.0f} {ratio:>7.3f}{noisy}")
+        print(f"{i + 1:>5d} {before:>12,.0f} {ours:>12,.0f} {after:>12,.0f} {ratio:>7.3f} "
+              f"{one:>10,.0f} {one / max(before, after):>7.3f}{noisy}")
         h = s["harness"]
         print(f"      LoadGen {s['validity']['result']}; {h['succeeded']:,}/{h['samples']:,} samples succeeded; "
+              f"{s['sut']['workers']} workers x {s['sut']['threads_per_worker']} threads; "
               f"mean batch {h['mean_batch_size']:.1f}; load {s['timings_s']['load_s']:.2f} s, "
               f"warm-up {s['timings_s']['warmup_s']:.2f} s, compile {s['backend']['compile_s'] or 0:.2f} s")
     median = sorted(ratios)[len(ratios) // 2]

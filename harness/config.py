@@ -39,7 +39,7 @@ class RunConfig(BaseModel):
     backend_options: dict[str, Any] = Field(default_factory=dict, description="the backend's own options")
 
     # --- the SUT adapter -------------------------------------------------------------
-    workers: int | None = Field(None, ge=1, description="worker threads; default 1, or one per core in Offline on a CPU backend (ORT CPU provider)")
+    workers: int | None = Field(None, ge=1, description="worker threads; default 1, or one per core in Offline on a CPU backend (ORT CPU provider, PyTorch cpu)")
     max_batch: int = Field(1, ge=1, description="largest batch handed to the backend")
     batch_timeout_ms: float = Field(
         0.0, ge=0, description="Server/SingleStream: wait up to this long to fill a batch (0: off)"

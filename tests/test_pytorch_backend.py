@@ -17,6 +17,7 @@ from backends.base import LoadContext  # noqa: E402
 from backends.pytorch import PyTorchBackend, PyTorchOptions  # noqa: E402
 from harness.embedded import sha256_file  # noqa: E402
 from harness.report.figures import setup_line  # noqa: E402
+from harness.sysinfo import usable_cores  # noqa: E402
 from harness.errors import BackendError, ConfigError, ModelError  # noqa: E402
 from tests.torch_models import bare_mlp, tiny_mlp  # noqa: E402
 
@@ -230,6 +231,10 @@ def test_offline_run_through_loadgen(run_harness, trained, monkeypatch):
     b = s["backend"]
     assert b["engine"] == "torch" and b["engine_version"] == torch.__version__ and b["precision"] == "bf16"
     assert b["warmup_s"] > 0 and s["timings_s"]["load_s"] > 0 and s["timings_s"]["warmup_s"] > 0
+    # Offline on the CPU: one single-threaded worker per core, torch told so process-wide
+    assert s["sut"]["workers"] == usable_cores() and s["sut"]["threads_per_worker"] == 1 and b["threads"] == 1
+    assert not PyTorchBackend.scales_with_host_cores(PyTorchOptions(device="cuda"))
+    assert not PyTorchBackend.scales_with_host_cores(PyTorchOptions(compile="default"))
 
 
 # --- one clear line from the CLI ---------------------------------------------------------------
