@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from harness.check import check_run
 from harness.config import read_yaml
 from harness.embedded import sha256_file
