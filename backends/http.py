@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -332,8 +332,13 @@ class HttpBackend(Backend):
         try:
             yield Chunk(n_tokens=0, info={"headers": resp.status})
             if o.protocol.startswith("openai") and o.stream:
-                async for chunk in self._sse(resp):
-                    yield chunk
+                # Parsed here rather than in a nested async generator: every chunk would
+                # otherwise pass two generator layers (measured ~6 % of the loop's time).
+                parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None)
+                async for data in resp.content.iter_any():
+                    for chunk in parser.feed(data):
+                        yield chunk
+                parser.finish()
             else:
                 raw = await resp.read()
                 for chunk in self._whole(raw):
@@ -344,49 +349,6 @@ class HttpBackend(Backend):
             raise RequestFailed("truncated_stream", f"{type(e).__name__}: {e}") from e
         finally:
             resp.release()
-
-    async def _sse(self, resp: Any) -> AsyncIterator[Chunk]:
-        chat = self.options.protocol == "openai-chat"
-        count = self._tokenizer.count if self._tokenizer else None
-        buf = b""
-        finished = done = False
-        content = 0
-        async for data in resp.content.iter_any():
-            buf += data
-            if b"\r" in buf:
-                buf = buf.replace(b"\r\n", b"\n")
-            while True:
-                end = buf.find(b"\n\n")
-                if end < 0:
-                    break
-                event, buf = buf[:end], buf[end + 2 :]
-                payload = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
-                if not payload:
-                    continue  # comments and keep-alives
-                if payload == b"[DONE]":
-                    done = True
-                    continue
-                try:
-                    obj = json.loads(payload)
-                    choices = obj.get("choices") or []
-                except (ValueError, AttributeError) as e:
-                    raise RequestFailed("malformed_sse", _squash(payload.decode(errors="replace"))) from e
-                if "error" in obj:
-                    raise RequestFailed("server_error", _squash(json.dumps(obj["error"])))
-                if choices:
-                    c = choices[0]
-                    text = ((c.get("delta") or {}).get("content") if chat else c.get("text")) or ""
-                    finished = finished or c.get("finish_reason") is not None
-                    if text:
-                        content += 1
-                        yield Chunk(text, count(text) if count else 1)
-                usage = obj.get("usage")
-                if usage:
-                    yield Chunk(n_tokens=0, info={"usage": usage})
-        if not (done or finished):
-            raise RequestFailed("truncated_stream", f"the stream ended after {content} content events without [DONE]")
-        if not content:
-            raise RequestFailed("empty_output", "the stream carried no content")
 
     def _whole(self, raw: bytes) -> list[Chunk]:
         o = self.options
@@ -470,6 +432,66 @@ def _public(url: str) -> str:
 
 def _squash(text: str) -> str:
     return " ".join(text.split())[:_EXCERPT]
+
+
+_json_decode = json.JSONDecoder().decode
+
+
+class _SseParser:
+    """OpenAI server-sent events -> Chunks, fed the bytes of each network read."""
+
+    def __init__(self, chat: bool, count: Callable[[str], int] | None) -> None:
+        self.chat = chat
+        self.count = count
+        self.buf = b""
+        self.finished = self.done = False
+        self.content = 0
+
+    def feed(self, data: bytes) -> list[Chunk]:
+        buf = self.buf + data
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        out: list[Chunk] = []
+        while True:
+            end = buf.find(b"\n\n")
+            if end < 0:
+                break
+            event, buf = buf[:end], buf[end + 2 :]
+            if event.startswith(b"data:") and b"\n" not in event:
+                payload = event[5:].strip()  # the usual one-line event
+            else:
+                payload = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
+            if not payload:
+                continue  # comments and keep-alives
+            if payload == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                obj = _json_decode(payload.decode())  # SSE is UTF-8: skips json.loads' encoding sniffing
+                choices = obj.get("choices") or []
+            except (ValueError, AttributeError) as e:
+                raise RequestFailed("malformed_sse", _squash(payload.decode(errors="replace"))) from e
+            if "error" in obj:
+                raise RequestFailed("server_error", _squash(json.dumps(obj["error"])))
+            if choices:
+                c = choices[0]
+                text = ((c.get("delta") or {}).get("content") if self.chat else c.get("text")) or ""
+                self.finished = self.finished or c.get("finish_reason") is not None
+                if text:
+                    self.content += 1
+                    out.append(Chunk(text, self.count(text) if self.count else 1))
+            usage = obj.get("usage")
+            if usage:
+                out.append(Chunk(n_tokens=0, info={"usage": usage}))
+        self.buf = buf
+        return out
+
+    def finish(self) -> None:
+        """The stream ended: it must have said so, and carried content."""
+        if not (self.done or self.finished):
+            raise RequestFailed("truncated_stream", f"the stream ended after {self.content} content events without [DONE]")
+        if not self.content:
+            raise RequestFailed("empty_output", "the stream carried no content")
 
 
 def _timeout_text(e: BaseException, o: HttpOptions) -> str:
