@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import torch
 
 _NUMPY_DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
-_PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 class PyTorchOptions(BackendOptions):
@@ -121,7 +121,7 @@ class PyTorchBackend(Backend):
         module = loaded.module
         if loaded.source != "export":  # a program's train/eval behaviour was fixed when it was exported
             module = module.eval()
-        dtype = getattr(torch, _PRECISIONS[o.precision])
+        dtype = getattr(torch, PRECISIONS[o.precision])
         self._convert = dtype if o.precision != "fp32" and o.precision_mode == "convert" else None
         self._autocast = dtype if o.precision != "fp32" and o.precision_mode == "autocast" else None
         module = module.to(self.device)

@@ -40,9 +40,6 @@ from pydantic import Field
 from backends.base import Backend, BackendOptions, Chunk, LoadContext
 from harness.errors import BackendError, ConfigError, DatasetError, ModelError
 
-_PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-
-
 class PyTorchLLMOptions(BackendOptions):
     device: str = Field(
         "cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$", description="cpu, cuda, cuda:N or mps; unavailable is an error"
@@ -114,7 +111,7 @@ class PyTorchLLMBackend(Backend):
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from backends.pytorch import resolve_device
+        from backends.pytorch import PRECISIONS, resolve_device
 
         transformers.utils.logging.disable_progress_bar()
         transformers.utils.logging.set_verbosity_error()
@@ -137,7 +134,7 @@ class PyTorchLLMBackend(Backend):
         kwargs: dict[str, Any] = {"local_files_only": True}
         if gguf:
             kwargs["gguf_file"] = gguf
-        dtype = getattr(torch, _PRECISIONS[o.precision])
+        dtype = getattr(torch, PRECISIONS[o.precision])
         t0 = time.perf_counter()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(directory), **kwargs)

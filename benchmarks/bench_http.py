@@ -73,12 +73,31 @@ def noop_server(core: int | None, *extra: str) -> Iterator[str]:
 # --- the minimal client ------------------------------------------------------------------
 
 
+_HEADERS = {"Content-Type": "application/json"}
+
+
+def _chat_body(max_tokens: int) -> bytes:
+    return json.dumps({"model": "noop", "messages": [{"role": "user", "content": "hi"}],
+                       "max_tokens": max_tokens, "stream": True}).encode()  # fmt: skip
+
+
+async def _chat_request(session: Any, url: str, body: bytes, start: int) -> tuple[float, float, int]:
+    """One streamed chat request as the minimal client sends it, every event JSON-decoded:
+    (ms to the first token, ms to the end, tokens), both from `start` (perf_counter_ns)."""
+    first = tokens = 0
+    async with session.post(url + "/v1/chat/completions", data=body, headers=_HEADERS) as r:
+        async for line in r.content:
+            if line.startswith(b"data: ") and line[6:].strip() != b"[DONE]" and json.loads(line[6:]).get("choices"):
+                first = first or time.perf_counter_ns()
+                tokens += 1
+    return (first - start) / 1e6, (time.perf_counter_ns() - start) / 1e6, tokens
+
+
 async def _minimal(url: str, concurrency: int, seconds: float) -> float:
     """A `vllm bench serve`-style client: one loop, one pooled session, N workers."""
     import aiohttp
 
-    body = json.dumps({"model": "noop", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True}).encode()
-    headers = {"Content-Type": "application/json"}
+    body = _chat_body(4)
     done = 0
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
         t0 = time.perf_counter()
@@ -87,14 +106,7 @@ async def _minimal(url: str, concurrency: int, seconds: float) -> float:
         async def worker() -> None:
             nonlocal done
             while time.perf_counter() < deadline:
-                ttft = 0
-                start = time.perf_counter_ns()
-                async with session.post(url + "/v1/chat/completions", data=body, headers=headers) as r:
-                    async for line in r.content:
-                        if line.startswith(b"data: ") and line[6:].strip() != b"[DONE]":
-                            obj = json.loads(line[6:])
-                            if not ttft and obj.get("choices"):
-                                ttft = time.perf_counter_ns() - start
+                await _chat_request(session, url, body, time.perf_counter_ns())
                 done += 1
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -107,24 +119,12 @@ async def _minimal_bursts(url: str, streams: int, rounds: int) -> dict[str, floa
     aiohttp client sees on this server and machine, beside the harness's figures."""
     import aiohttp
 
-    body = json.dumps({"model": "noop", "messages": [{"role": "user", "content": "hi"}],
-                       "max_tokens": TRUTH["tokens"], "stream": True}).encode()  # fmt: skip
-    headers = {"Content-Type": "application/json"}
+    body = _chat_body(TRUTH["tokens"])
     figures: dict[str, list[float]] = {"ttft_ms": [], "tpot_ms": [], "e2e_ms": []}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=streams)) as session:
-
-        async def one(start: int) -> tuple[float, float, int]:
-            first, tokens = 0, 0
-            async with session.post(url + "/v1/chat/completions", data=body, headers=headers) as r:
-                async for line in r.content:
-                    if line.startswith(b"data: ") and line[6:].strip() != b"[DONE]" and json.loads(line[6:]).get("choices"):
-                        first = first or time.perf_counter_ns()
-                        tokens += 1
-            return (first - start) / 1e6, (time.perf_counter_ns() - start) / 1e6, tokens
-
         for burst in range(rounds + 1):
             start = time.perf_counter_ns()
-            done = await asyncio.gather(*(one(start) for _ in range(streams)))
+            done = await asyncio.gather(*(_chat_request(session, url, body, start) for _ in range(streams)))
             if burst:
                 for ttft, e2e, tokens in done:
                     figures["ttft_ms"].append(ttft)

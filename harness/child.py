@@ -76,7 +76,7 @@ def run_test(run_dir: Path) -> dict[str, Any]:
     config = RunConfig(**yaml.safe_load((run_dir / "run.yaml").read_text()))
     backend_cls = registry.get(config.backend)
     options = validate_backend_options(config, backend_cls.Options)
-    workers, threads = resolve_workers(config, backend_cls.kind == "tensor" and backend_cls.scales_with_host_cores(options))
+    workers, threads = resolve_workers(config, backend_cls.scales_with_host_cores(options))
     backend = backend_cls(options)
     t0 = time.perf_counter()
     backend.load(LoadContext(config.model, config.max_batch, config.scenario, config.seed, threads))

@@ -32,8 +32,8 @@ import csv
 import json
 import marshal
 import threading
-from collections import deque
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
