@@ -47,7 +47,11 @@ def test_single_stream_matches_injected_timing(run_harness):
     assert _close(tok["ttft_ms"]["p50"], ttft, 0.05)
     assert _close(tok["tpot_ms"]["p50"], t.tpot_ms, 0.02)
     assert _close(tok["e2e_ms"]["p50"], e2e, 0.03)
-    assert _close(tok["itl_ms"]["p50"], t.tpot_ms, 0.05)
+    # The server wakes for each token on asyncio's whole-millisecond epoll timeouts, so one
+    # gap can be ~1 ms off while its absolute deadlines keep the mean exact (a bare aiohttp
+    # client measured gap p50 10.45 ms, mean 10.00-10.02 ms on this machine).
+    assert _close(tok["itl_ms"]["mean"], t.tpot_ms, 0.02)
+    assert abs(tok["itl_ms"]["p50"] - t.tpot_ms) <= 1.0
     assert tok["output_tokens_per_request_mean"] == t.tokens
     # response headers came after the injected queue delay and before the first token
     rec = read_records(run_dir).columns
@@ -76,15 +80,15 @@ def test_32_streams_match_injected_timing(run_harness):
     tok = s["tokens"]
     assert s["harness"]["samples"] == 32 and s["harness"]["success_rate"] == 1.0
     e2e = t.ttft_ms + (t.tokens - 1) * t.tpot_ms
-    # This server shares one Python thread (and, here, a loaded 2-core machine) among 32
-    # arriving requests, so a burst's TTFT is a few ms over the injected 100 ms, which the
+    # This server shares one Python thread (and, here, a 2-core machine) among 32 arriving
+    # requests, so a burst's TTFT is a few to ~25 ms over the injected 100 ms, which the
     # client rightly sees; it must never be under it (an optimistic client).
-    assert t.ttft_ms <= tok["ttft_ms"]["p50"] < t.ttft_ms * 1.2
+    assert t.ttft_ms <= tok["ttft_ms"]["p50"] < t.ttft_ms * 1.3
     rec = read_records(run_dir).columns
     after_dispatch = np.median(rec["first_token_ns"] - rec["dispatch_ns"]) / 1e6
-    assert t.ttft_ms <= after_dispatch < t.ttft_ms * 1.2
-    assert _close(tok["tpot_ms"]["p50"], t.tpot_ms, 0.02)
-    assert _close(tok["e2e_ms"]["p50"], e2e, 0.05)
+    assert t.ttft_ms <= after_dispatch < t.ttft_ms * 1.3
+    assert _close(tok["tpot_ms"]["p50"], t.tpot_ms, 0.03)
+    assert e2e <= tok["e2e_ms"]["p50"] < e2e * 1.08  # the burst's TTFT excess carries over
     # all 32 went out at once: the client queued none of them for long
     assert s["harness"]["queue_ms"]["p99"] < 10
     assert _close(tok["agreement"]["output_tokens_per_s"], 1.0, 0.02)
@@ -118,7 +122,10 @@ def test_multi_token_chunks_spread_their_gap_per_token(run_harness):
     # from the response headers, so the test server's CPU share does not blur it
     rec = read_records(run_dir).columns
     after_headers = np.median(rec["first_token_ns"] - rec["first_byte_ns"]) / 1e6
-    assert _close(after_headers, t.ttft_ms + 3 * t.tpot_ms, 0.03)
+    # due 80 ms after the request arrived, a little less after the headers left; the
+    # server's 8 concurrent streams wake on whole-ms timeouts, so a late wake-up shows
+    due = t.ttft_ms + 3 * t.tpot_ms
+    assert due * 0.97 <= after_headers < due * 1.15
     assert tok["ttft_ms"]["p50"] >= t.ttft_ms + 3 * t.tpot_ms
     # the client counted chunks (6 per request); the server counted tokens (24)
     assert tok["client_count_method"] == "chunks"
