@@ -44,6 +44,9 @@ class RunConfig(BaseModel):
     batch_timeout_ms: float = Field(
         0.0, ge=0, description="Server/SingleStream: wait up to this long to fill a batch (0: off)"
     )
+    completion_coalesce_us: float = Field(
+        200.0, ge=0, description="while samples queue up behind fast backend calls, complete them to LoadGen together, holding a result at most this long (0: complete every call at once)"
+    )
     enable_trace: bool = Field(False, description="write LoadGen's mlperf_log_trace.json (costly at high QPS)")
 
     # --- MLPerf conf files, read by LoadGen itself ---------------------------------------
