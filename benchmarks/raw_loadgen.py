@@ -1,8 +1,13 @@
-"""Raw LoadGen with an inline null SUT: the ceiling the harness is compared against.
+"""Raw LoadGen with a null SUT: the ceiling the harness is compared against.
 
-Usage: python benchmarks/raw_loadgen.py SCENARIO VALUE OUTDIR
+Usage: python benchmarks/raw_loadgen.py SCENARIO VALUE OUTDIR [inline|queue]
 (VALUE: target_qps for Server, expected_qps for Offline). Prints one JSON line.
 One LoadGen test per process, like the harness.
+
+inline (default): the issue callback completes every sample itself.
+queue: the least a SUT whose issue callback only enqueues can do: a deque and one thread
+that pops a query and completes it. It shows what that design costs before any harness
+code runs (the GIL hand-off between LoadGen's thread and the worker).
 """
 
 from __future__ import annotations
@@ -10,21 +15,49 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
+from collections import deque
 
 
 def main() -> None:
     import mlperf_loadgen as lg
 
     scenario, value, outdir = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    sut_kind = sys.argv[4] if len(sys.argv) > 4 else "inline"
     os.makedirs(outdir, exist_ok=True)
     response = lg.QuerySampleResponse
     complete = lg.QuerySamplesComplete
+    queue: deque = deque()
+    cv = threading.Condition()
+    state = {"sleeping": 0, "stop": False}
 
-    def issue(samples: list) -> None:
+    def issue_inline(samples: list) -> None:
         complete([response(s.id, 0, 0) for s in samples])
 
-    sut = lg.ConstructSUT(issue, lambda: None)
+    def issue_queued(samples: list) -> None:
+        queue.append(samples)
+        if state["sleeping"]:
+            with cv:
+                cv.notify()
+
+    def worker() -> None:
+        while True:
+            if queue:
+                complete([response(s.id, 0, 0) for s in queue.popleft()])
+                continue
+            with cv:
+                state["sleeping"] += 1
+                while not queue and not state["stop"]:
+                    cv.wait()
+                state["sleeping"] -= 1
+                if state["stop"] and not queue:
+                    return
+
+    thread = threading.Thread(target=worker, daemon=True)
+    if sut_kind == "queue":
+        thread.start()
+    sut = lg.ConstructSUT(issue_queued if sut_kind == "queue" else issue_inline, lambda: None)
     qsl = lg.ConstructQSL(1024, 1024, lambda s: None, lambda s: None)
     ts = lg.TestSettings()
     ts.scenario = getattr(lg.TestScenario, scenario)
@@ -41,6 +74,11 @@ def main() -> None:
     log.enable_trace = False
     t0 = time.perf_counter()
     lg.StartTestWithLogSettings(sut, qsl, ts, log)
+    if sut_kind == "queue":
+        with cv:
+            state["stop"] = True
+            cv.notify_all()
+        thread.join()
     lg.DestroyQSL(qsl)
     lg.DestroySUT(sut)
     values = {}

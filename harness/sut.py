@@ -24,7 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -33,14 +33,17 @@ from harness.datasets import Dataset
 from harness.records import RecordWriter
 
 
-class _Served(NamedTuple):
-    """One backend call's results, ready to complete to LoadGen."""
+class _Held:
+    """Results a worker has served but not yet completed to LoadGen."""
 
-    responses: list[Any]
-    rows: list[tuple]
-    keep: list[np.ndarray]  # the buffers `responses` point into
-    dispatch: int
-    done: int
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.responses: list[Any] = []
+        self.rows: list[tuple] = []
+        self.keep: list[np.ndarray] = []  # the buffers `responses` point into
+        self.first_done = 0  # end of the oldest held call (perf_counter_ns)
 
 
 class TensorSUT:
@@ -125,13 +128,12 @@ class TensorSUT:
     def _work(self, worker: int) -> None:
         cv = self._cv
         share = len(self._threads) > 1
-        held: list[_Served] = []  # served, not yet completed to LoadGen
+        held = _Held()  # served, not yet completed to LoadGen
         while True:
             items = self._take(self.max_batch)
             if not items:
-                if held:
+                if held.responses:
                     self._complete_held(held)
-                    held = []
                     continue
                 with cv:
                     self._waiting += 1
@@ -146,23 +148,12 @@ class TensorSUT:
                     cv.notify()
             if self.batch_timeout_ns and len(items) < self.max_batch:
                 items += self._fill(len(items))
-            held.append(self._serve(items, worker))
-            # Hold only while more is queued and one more call like this one still ends
-            # inside the bound: a slow backend completes every call at once.
-            first, last = held[0], held[-1]
-            call_ns = last.done - last.dispatch
-            if not self._queue or time.perf_counter_ns() + call_ns - first.done >= self.coalesce_ns:
-                self._complete_held(held)
-                held = []
+            self._serve(items, worker, held)
 
-    def _complete_held(self, held: list[_Served]) -> None:
-        if len(held) == 1:
-            responses, rows = held[0].responses, held[0].rows
-        else:
-            responses = [r for s in held for r in s.responses]
-            rows = [r for s in held for r in s.rows]
-        self._complete(responses)  # copies the output buffers the responses point to
-        self.records.extend(rows)
+    def _complete_held(self, held: _Held) -> None:
+        self._complete(held.responses)  # copies the output buffers the responses point to
+        self.records.extend(held.rows)
+        held.clear()
 
     def _fill(self, have: int) -> list[tuple[int, int, int]]:
         deadline = time.perf_counter_ns() + self.batch_timeout_ns
@@ -182,7 +173,7 @@ class TensorSUT:
                 self._waiting -= 1
         return more
 
-    def _serve(self, items: list[tuple[int, int, int]], worker: int) -> _Served:
+    def _serve(self, items: list[tuple[int, int, int]], worker: int, held: _Held) -> None:
         batch_id = next(self._batch_ids)
         dispatch = time.perf_counter_ns()
         error = ""
@@ -209,8 +200,26 @@ class TensorSUT:
         status = "error" if error else "ok"
         if error:
             self.failed += len(items)
-        rows = [(qid, idx, issued, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for qid, idx, issued in items]
-        return _Served(responses, rows, keep, dispatch, done)
+        # Hold while more is queued and one more call as long as this one would still end
+        # inside the bound: a slow backend's every call is completed at once.
+        first_done = held.first_done or done
+        if self._queue and 2 * done - dispatch - first_done < self.coalesce_ns:
+            held.first_done = first_done
+            held.responses += responses
+            held.keep += keep
+            held.rows += [(q, i, t, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for q, i, t in items]
+            return
+        if held.responses:
+            held.responses += responses
+            held.keep += keep
+            held.rows += [(q, i, t, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for q, i, t in items]
+            self._complete_held(held)
+            return
+        self._complete(responses)  # LoadGen's clock stops here: the rows are made after
+        self.records.extend(
+            [(q, i, t, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for q, i, t in items]
+        )
+        del keep
 
     def _collate(self, indices: list[int]) -> dict[str, np.ndarray]:
         get = self.dataset.get
