@@ -38,6 +38,7 @@ class Dataset:
         self.count = count
         self.labels = labels
         self._loaded: dict[int, Any] = {}
+        self._as_batch: dict[int, dict[str, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return self.count
@@ -50,6 +51,7 @@ class Dataset:
     def unload(self, indices: Iterable[int]) -> None:
         for i in indices:
             self._loaded.pop(i, None)
+            self._as_batch.pop(i, None)
 
     @property
     def loaded_count(self) -> int:
@@ -58,6 +60,14 @@ class Dataset:
     def get(self, index: int) -> Any:
         """A loaded sample. LoadGen only issues loaded indices; anything else is a bug."""
         return self._loaded[index]
+
+    def batch_of_one(self, index: int) -> dict[str, np.ndarray]:
+        """A loaded tensor sample as a batch of one (views with a leading axis of 1), made
+        once per load: a Server worker asks for it for every sample."""
+        batch = self._as_batch.get(index)
+        if batch is None:
+            batch = self._as_batch[index] = {k: v[None] for k, v in self._loaded[index].items()}
+        return batch
 
     def materialize(self, index: int) -> Any:
         """A sample whether loaded or not (warm-up, parity checks)."""

@@ -1,12 +1,12 @@
 """Per-request records, streamed to disk while the test runs.
 
-Every sample LoadGen issues becomes one row of `records.csv`. The thread that makes rows
-packs them into a marshal frame at once (ten times cheaper than CSV), and a background
-thread appends the frames to `records.partial` every `FLUSH_INTERVAL_S`; `close()` turns
-them into `records.csv` once the timed test is over. Packing where the rows are made keeps
-the background thread's hold on the GIL to one write: packing 10k rows in one go held it
-for ~4 ms, and LoadGen's thread, which needs the GIL for every query, waited that long. A crashed or killed
-run keeps what it recorded: the parent calls `recover()` on the partial file.
+Every sample LoadGen issues becomes one row of `records.csv`. During the test a background
+thread appends the rows every `FLUSH_INTERVAL_S` to `records.partial` as marshal frames —
+ten times cheaper than CSV, and the writer shares the GIL with LoadGen's callbacks — and
+`close()` turns them into `records.csv` once the timed test is over. A flush packs at most
+`FRAME_ROWS` rows per frame and pauses between frames: packing 10k rows in one go held the
+GIL ~4 ms, and LoadGen's thread, which needs it for every query, waited that long. A
+crashed or killed run keeps what it recorded: the parent calls `recover()` on the file.
 Times are `time.perf_counter_ns()` readings (monotonic, one clock per run).
 
 Columns (see docs/records.md):
@@ -60,16 +60,16 @@ RECORDS_FILE = "records.csv"
 PARTIAL_FILE = "records.partial"
 TOKENS_FILE = "tokens.jsonl"
 FLUSH_INTERVAL_S = 0.25
+FRAME_ROWS = 512  # ~0.2 ms of packing per frame
+FRAME_PAUSE_S = 0.0001  # long enough for a thread waiting on the GIL to take it
 
 Row = tuple  # one value per COLUMNS entry
-_PLAIN_TYPES = frozenset((int, str))
 
 
 class RecordWriter:
     """Collects rows from any thread and writes them from one background thread.
 
-    `add`/`extend` pack the rows and append the frame to a deque (thread-safe without a
-    lock), so the hot path pays no I/O.
+    `add` is a deque append (thread-safe without a lock), so the hot path pays no I/O.
     """
 
     def __init__(self, run_dir: Path, on_flush: Callable[[int], None] | None = None) -> None:
@@ -77,7 +77,7 @@ class RecordWriter:
         self._partial = open(run_dir / PARTIAL_FILE, "wb")
         self._tokens_path = run_dir / TOKENS_FILE
         self._tokens_file = None
-        self._frames: deque[tuple[int, bytes]] = deque()  # (rows, marshal frame)
+        self._rows: deque[Row] = deque()
         self._token_rows: deque[dict[str, Any]] = deque()
         self._written = 0
         self._on_flush = on_flush
@@ -90,16 +90,10 @@ class RecordWriter:
         return self._written
 
     def add(self, row: Row) -> None:
-        self.extend([row])
+        self._rows.append(row)
 
     def extend(self, rows: list[Row]) -> None:
-        if not rows:
-            return
-        # marshal would write a numpy integer as raw bytes: a writer that hands those in
-        # (checked on the first row) gets its rows made plain.
-        if not _PLAIN_TYPES.issuperset(map(type, rows[0])):
-            rows = [tuple(_plain(v) for v in r) for r in rows]
-        self._frames.append((len(rows), marshal.dumps(rows)))  # deque.append: no lock needed
+        self._rows.extend(rows)
 
     def add_tokens(self, entry: dict[str, Any]) -> None:
         self._token_rows.append(entry)
@@ -109,11 +103,18 @@ class RecordWriter:
             self._flush()
 
     def _flush(self) -> None:
-        frames = _drain(self._frames)
+        rows = _drain(self._rows)
         tokens = _drain(self._token_rows)
-        if frames:
-            self._partial.write(b"".join([f for _, f in frames]))
-            self._written += sum([n for n, _ in frames])
+        if rows:
+            # marshal would write a numpy integer as raw bytes: a writer that hands those
+            # in (checked on the first row of each flush) gets its rows made plain.
+            if any(type(v) not in (int, str) for v in rows[0]):
+                rows = [tuple(_plain(v) for v in r) for r in rows]
+            for start in range(0, len(rows), FRAME_ROWS):
+                if start:
+                    time.sleep(FRAME_PAUSE_S)
+                marshal.dump(rows[start : start + FRAME_ROWS], self._partial)
+            self._written += len(rows)
             self._partial.flush()
         if tokens:
             if self._tokens_file is None:

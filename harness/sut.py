@@ -222,8 +222,8 @@ class TensorSUT:
         del keep
 
     def _collate(self, indices: list[int]) -> dict[str, np.ndarray]:
-        get = self.dataset.get
         if len(indices) == 1:
-            return {k: v[None] for k, v in get(indices[0]).items()}
+            return self.dataset.batch_of_one(indices[0])
+        get = self.dataset.get
         samples = [get(i) for i in indices]
         return {k: np.stack([s[k] for s in samples]) for k in samples[0]}

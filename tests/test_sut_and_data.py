@@ -58,10 +58,15 @@ def test_synthetic_dataset_is_seeded_and_loads_and_frees():
     assert a.fingerprint() == b.fingerprint() != c.fingerprint()
     a.load(range(8))
     assert a.loaded_count == 8 and a.get(3)["x"].shape == (3, 4) and a.get(3)["ids"].dtype == np.int64
+    one = a.batch_of_one(3)
+    assert one["x"].shape == (1, 3, 4) and np.shares_memory(one["x"], a.get(3)["x"])
+    assert a.batch_of_one(3) is one  # made once per load
     a.unload(range(8))
     assert a.loaded_count == 0
     with pytest.raises(KeyError):
         a.get(3)
+    with pytest.raises(KeyError):  # the cached batch went with the sample
+        a.batch_of_one(3)
 
 
 def test_npy_folder_with_labels_scores_accuracy(run_harness, embedded_model, tmp_path):
