@@ -29,6 +29,7 @@ BEHAVIOURS = {
     "@ok": "",
     "@http_503": "http_503",
     "@hang": "timeout",
+    "@no_headers": "timeout",
     "@malformed_sse": "malformed_sse",
     "@empty": "empty_output",
     "@truncated": "truncated_stream",
@@ -111,6 +112,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                 await asyncio.sleep(delay)
 
         await until(timing.queue_ms)
+        if behaviour == "@no_headers":
+            await asyncio.sleep(3600)
         if behaviour == "@http_503":
             return web.json_response({"error": {"message": "overloaded"}}, status=503)
         if behaviour == "@disconnect":

@@ -86,6 +86,41 @@ def test_non_streaming_malformed_and_empty_answers(run_harness, tmp_path):
     assert got == want and set(want) == {"empty_output", "http_503", "disconnected"}
 
 
+def test_read_timeout_counts_silence_not_length(run_harness, tmp_path):
+    # Streams with 300 ms between events outlive a 0.5 s read timeout and succeed; a stream
+    # that goes quiet after its first event, and a server that never sends headers, fail
+    # about 0.5 s after their last bytes.
+    behaviours = ["@ok", "@ok", "@hang", "@no_headers"]
+    prompts = write_prompts(tmp_path / "prompts.jsonl", behaviours, max_tokens=4)
+    with ServerThread(openai_app(Timing(ttft_ms=300, tpot_ms=300, tokens=4))) as srv:
+        run_dir, s = run_harness(
+            backend="http",
+            scenario="Offline",
+            dataset=str(prompts),
+            backend_options={
+                "protocol": "openai-completions",
+                "url": srv.url + "/v1",
+                "read_timeout_s": 0.5,
+                "warmup_requests": 0,
+            },
+            min_duration_s=0.1,
+            min_query_count=4,
+            offline_expected_qps=1,
+            **TOKEN_RUN,
+        )
+    rec = read_records(run_dir).columns
+    by_kind = {behaviours[i]: k for k, i in enumerate(rec["sample_index"])}
+    ok = [k for k, i in enumerate(rec["sample_index"]) if behaviours[i] == "@ok"]
+    assert len(ok) >= 2 and all(rec["status"][k] == "ok" for k in ok)
+    assert all((rec["complete_ns"][k] - rec["dispatch_ns"][k]) / 1e6 >= 1200 for k in ok)  # 2.4 read timeouts
+    hang, no_headers = by_kind["@hang"], by_kind["@no_headers"]
+    assert rec["error"][hang].startswith("timeout: ") and "read 0.5 s" in rec["error"][hang]
+    assert rec["error"][no_headers].startswith("timeout: ") and "read 0.5 s" in rec["error"][no_headers]
+    # Timed from the last bytes: the first token (hang) or the request's start (no headers).
+    assert 500 <= (rec["complete_ns"][hang] - rec["first_token_ns"][hang]) / 1e6 < 700
+    assert 500 <= (rec["complete_ns"][no_headers] - rec["dispatch_ns"][no_headers]) / 1e6 < 700
+
+
 def test_malformed_json_body(run_harness, tmp_path):
     # A server that is not what it claims: the json protocol's answer is an HTML page.
     from aiohttp import web
