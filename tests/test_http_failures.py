@@ -25,13 +25,11 @@ def _expected(run_dir: Path, behaviours: list[str]) -> tuple[Counter, Counter]:
     return got, want
 
 
-@pytest.mark.parametrize("scenario", ["Offline", "Server"])
-def test_every_failure_kind_is_counted_apart(run_harness, tmp_path, scenario):
-    behaviours = list(BEHAVIOURS)  # one prompt per kind, "@ok" among them
-    prompts = write_prompts(tmp_path / "prompts.jsonl", behaviours, max_tokens=8)
-    t = Timing(ttft_ms=50, tpot_ms=5, tokens=8)
-    with ServerThread(openai_app(t)) as srv:
-        run_dir, s = run_harness(
+def _streaming_run(run_harness, tmp_path, behaviours: list[str], timing: Timing, scenario: str, queries: int):
+    """A streaming completions run with a 0.5 s read timeout, one prompt per behaviour."""
+    prompts = write_prompts(tmp_path / "prompts.jsonl", behaviours, max_tokens=timing.tokens)
+    with ServerThread(openai_app(timing)) as srv:
+        return run_harness(
             backend="http",
             scenario=scenario,
             dataset=str(prompts),
@@ -43,10 +41,17 @@ def test_every_failure_kind_is_counted_apart(run_harness, tmp_path, scenario):
                 "warmup_requests": 0,
             },
             min_duration_s=0.1,
-            min_query_count=48,
+            min_query_count=queries,
             offline_expected_qps=1,
             **TOKEN_RUN,
         )
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "Server"])
+def test_every_failure_kind_is_counted_apart(run_harness, tmp_path, scenario):
+    behaviours = list(BEHAVIOURS)  # one prompt per kind, "@ok" among them
+    t = Timing(ttft_ms=50, tpot_ms=5, tokens=8)
+    run_dir, s = _streaming_run(run_harness, tmp_path, behaviours, t, scenario, queries=48)
     ours = s["harness"]
     got, want = _expected(run_dir, behaviours)
     assert got == want
@@ -91,23 +96,8 @@ def test_read_timeout_counts_silence_not_length(run_harness, tmp_path):
     # that goes quiet after its first event, and a server that never sends headers, fail
     # about 0.5 s after their last bytes.
     behaviours = ["@ok", "@ok", "@hang", "@no_headers"]
-    prompts = write_prompts(tmp_path / "prompts.jsonl", behaviours, max_tokens=4)
-    with ServerThread(openai_app(Timing(ttft_ms=300, tpot_ms=300, tokens=4))) as srv:
-        run_dir, s = run_harness(
-            backend="http",
-            scenario="Offline",
-            dataset=str(prompts),
-            backend_options={
-                "protocol": "openai-completions",
-                "url": srv.url + "/v1",
-                "read_timeout_s": 0.5,
-                "warmup_requests": 0,
-            },
-            min_duration_s=0.1,
-            min_query_count=4,
-            offline_expected_qps=1,
-            **TOKEN_RUN,
-        )
+    t = Timing(ttft_ms=300, tpot_ms=300, tokens=4)
+    run_dir, _ = _streaming_run(run_harness, tmp_path, behaviours, t, "Offline", queries=4)
     rec = read_records(run_dir).columns
     by_kind = {behaviours[i]: k for k, i in enumerate(rec["sample_index"])}
     ok = [k for k, i in enumerate(rec["sample_index"]) if behaviours[i] == "@ok"]
