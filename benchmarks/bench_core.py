@@ -115,21 +115,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
 
-        def raw_server(qps):
-            r = raw("Server", qps, tmp)
-            return r["validity"], r["p99_ms"]
-
-        def queue_server(qps):
-            r = raw("Server", qps, tmp, sut="queue")
-            return r["validity"], r["p99_ms"]
+        def raw_server(sut):
+            def one(qps):
+                r = raw("Server", qps, tmp, sut)
+                return r["validity"], r["p99_ms"]
+            return one
 
         def our_server(qps):
             s = harness(tmp, backend="synthetic", scenario="Server", target_qps=qps, target_latency_ms=10,
                         min_duration_s=dur, min_query_count=1000)
             return s["validity"]["result"], s["loadgen"]["latency_ms"]["p99"]
 
-        raw_peak, raw_p99 = peak_server(raw_server)
-        queue_peak, _ = peak_server(queue_server)
+        raw_peak, raw_p99 = peak_server(raw_server("inline"))
+        queue_peak, _ = peak_server(raw_server("queue"))
         our_peak, our_p99 = peak_server(our_server)
         rows.append(("Server peak VALID QPS (10 ms p99 bound)", raw_peak, our_peak, 0.5))
         rows.append(("  minimal enqueue + thread SUT (no harness) vs raw", raw_peak, queue_peak, None))

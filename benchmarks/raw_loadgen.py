@@ -32,7 +32,7 @@ def main() -> None:
     cv = threading.Condition()
     state = {"sleeping": 0, "stop": False}
 
-    def issue_inline(samples: list) -> None:
+    def finish(samples: list) -> None:
         complete([response(s.id, 0, 0) for s in samples])
 
     def issue_queued(samples: list) -> None:
@@ -44,7 +44,7 @@ def main() -> None:
     def worker() -> None:
         while True:
             if queue:
-                complete([response(s.id, 0, 0) for s in queue.popleft()])
+                finish(queue.popleft())
                 continue
             with cv:
                 state["sleeping"] += 1
@@ -57,7 +57,7 @@ def main() -> None:
     thread = threading.Thread(target=worker, daemon=True)
     if sut_kind == "queue":
         thread.start()
-    sut = lg.ConstructSUT(issue_queued if sut_kind == "queue" else issue_inline, lambda: None)
+    sut = lg.ConstructSUT(issue_queued if sut_kind == "queue" else finish, lambda: None)
     qsl = lg.ConstructQSL(1024, 1024, lambda s: None, lambda s: None)
     ts = lg.TestSettings()
     ts.scenario = getattr(lg.TestScenario, scenario)

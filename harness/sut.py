@@ -45,6 +45,13 @@ class _Held:
         self.keep: list[np.ndarray] = []  # the buffers `responses` point into
         self.first_done = 0  # end of the oldest held call (perf_counter_ns)
 
+    def add(self, responses: list[Any], keep: list[np.ndarray], rows: list[tuple], done: int) -> None:
+        if not self.responses:
+            self.first_done = done
+        self.responses += responses
+        self.keep += keep
+        self.rows += rows
+
 
 class TensorSUT:
     def __init__(
@@ -200,26 +207,18 @@ class TensorSUT:
         status = "error" if error else "ok"
         if error:
             self.failed += len(items)
+        # A function, so that a call completed at once makes its rows after LoadGen's clock stops.
+        rows = lambda: [(q, i, t, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for q, i, t in items]  # noqa: E731
         # Hold while more is queued and one more call as long as this one would still end
         # inside the bound: a slow backend's every call is completed at once.
-        first_done = held.first_done or done
-        if self._queue and 2 * done - dispatch - first_done < self.coalesce_ns:
-            held.first_done = first_done
-            held.responses += responses
-            held.keep += keep
-            held.rows += [(q, i, t, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for q, i, t in items]
+        hold = self._queue and 2 * done - dispatch - (held.first_done or done) < self.coalesce_ns
+        if hold or held.responses:
+            held.add(responses, keep, rows(), done)
+            if not hold:
+                self._complete_held(held)
             return
-        if held.responses:
-            held.responses += responses
-            held.keep += keep
-            held.rows += [(q, i, t, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for q, i, t in items]
-            self._complete_held(held)
-            return
-        self._complete(responses)  # LoadGen's clock stops here: the rows are made after
-        self.records.extend(
-            [(q, i, t, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for q, i, t in items]
-        )
-        del keep
+        self._complete(responses)
+        self.records.extend(rows())
 
     def _collate(self, indices: list[int]) -> dict[str, np.ndarray]:
         if len(indices) == 1:
