@@ -3,10 +3,11 @@
 Every sample LoadGen issues becomes one row of `records.csv`. During the test a background
 thread appends the rows every `FLUSH_INTERVAL_S` to `records.partial` as marshal frames —
 ten times cheaper than CSV, and the writer shares the GIL with LoadGen's callbacks — and
-`close()` turns them into `records.csv` once the timed test is over. A flush packs at most
-`FRAME_ROWS` rows per frame and pauses between frames: packing 10k rows in one go held the
-GIL ~4 ms, and LoadGen's thread, which needs it for every query, waited that long. A
-crashed or killed run keeps what it recorded: the parent calls `recover()` on the file.
+`close()` turns them into `records.csv` once the timed test is over. A tensor backend call
+is one entry for all its samples (`Call`), made into rows only then. A flush cuts its frames
+at `FRAME_ROWS` samples and pauses between them: packing 10k rows in one go held the GIL
+~4 ms, and LoadGen's thread, which needs it for every query, waited that long. A crashed
+or killed run keeps what it recorded: the parent calls `recover()` on the file.
 Times are `time.perf_counter_ns()` readings (monotonic, one clock per run).
 
 Columns (see docs/records.md):
@@ -36,6 +37,7 @@ import marshal
 import threading
 import time
 from collections import deque
+from operator import itemgetter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,10 +62,15 @@ RECORDS_FILE = "records.csv"
 PARTIAL_FILE = "records.partial"
 TOKENS_FILE = "tokens.jsonl"
 FLUSH_INTERVAL_S = 0.25
-FRAME_ROWS = 512  # ~0.2 ms of packing per frame
+FRAME_ROWS = 512  # samples; ~0.2 ms of packing per frame of rows, less of calls
 FRAME_PAUSE_S = 0.0001  # long enough for a thread waiting on the GIL to take it
 
 Row = tuple  # one value per COLUMNS entry
+# A tensor backend call, one entry for all its samples, made into rows by `recover()`
+# after the test: (query_ids, sample_indices, issue_ns tuples, dispatch_ns, complete_ns,
+# batch_id, worker, status, error). A 13-field row per sample cost the worker ~0.5 us a
+# sample and packing it as much again, both on the GIL LoadGen's thread waits for.
+Call = tuple
 
 
 class RecordWriter:
@@ -95,6 +102,13 @@ class RecordWriter:
     def extend(self, rows: list[Row]) -> None:
         self._rows.extend(rows)
 
+    def add_call(self, entry: Call) -> None:
+        """One backend call's samples as one entry (see `Call`)."""
+        self._rows.append(entry)
+
+    def extend_calls(self, entries: list[Call]) -> None:
+        self._rows.extend(entries)
+
     def add_tokens(self, entry: dict[str, Any]) -> None:
         self._token_rows.append(entry)
 
@@ -107,14 +121,20 @@ class RecordWriter:
         tokens = _drain(self._token_rows)
         if rows:
             # marshal would write a numpy integer as raw bytes: a writer that hands those
-            # in (checked on the first row of each flush) gets its rows made plain.
-            if any(type(v) not in (int, str) for v in rows[0]):
+            # in (checked on the first row of each flush) gets its rows made plain. Call
+            # entries come from the tensor SUT with plain ints only.
+            if not _is_call(rows[0]) and any(type(v) not in (int, str) for v in rows[0]):
                 rows = [tuple(_plain(v) for v in r) for r in rows]
-            for start in range(0, len(rows), FRAME_ROWS):
+            # One SUT writes one kind of entry. Frames are cut at ~FRAME_ROWS samples by
+            # slicing, so the loop runs per frame, not per entry.
+            calls = _is_call(rows[0])
+            step = max(1, FRAME_ROWS // len(rows[0][0])) if calls else FRAME_ROWS
+            for start in range(0, len(rows), step):
                 if start:
                     time.sleep(FRAME_PAUSE_S)
-                marshal.dump(rows[start : start + FRAME_ROWS], self._partial)
-            self._written += len(rows)
+                frame = rows[start : start + step]
+                marshal.dump(frame, self._partial)
+                self._written += sum(map(len, map(_first, frame))) if calls else len(frame)
             self._partial.flush()
         if tokens:
             if self._tokens_file is None:
@@ -134,6 +154,20 @@ class RecordWriter:
         recover(self._run_dir)
 
 
+_first = itemgetter(0)
+
+
+def _is_call(entry: tuple) -> bool:
+    return type(entry[0]) is tuple
+
+
+def _rows_of(entry: tuple) -> list[Row]:
+    if not _is_call(entry):
+        return [entry]
+    ids, indices, issued, dispatch, done, batch_id, worker, status, error = entry
+    return [(q, i, t, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for q, i, t in zip(ids, indices, issued)]
+
+
 def _plain(value: Any) -> int | str:
     if isinstance(value, (int, str)):
         return value
@@ -151,11 +185,13 @@ def recover(run_dir: Path) -> int:
         out.writerow(COLUMNS)
         while True:
             try:
-                rows = marshal.load(src)
+                entries = marshal.load(src)
             except (EOFError, ValueError, TypeError):
                 break
-            out.writerows(rows)
-            n += len(rows)
+            for entry in entries:
+                rows = _rows_of(entry)
+                out.writerows(rows)
+                n += len(rows)
     partial.unlink()
     return n
 

@@ -41,16 +41,21 @@ class _Held:
 
     def clear(self) -> None:
         self.responses: list[Any] = []
-        self.rows: list[tuple] = []
+        self.calls: list[tuple] = []  # record entries (records.Call)
         self.keep: list[np.ndarray] = []  # the buffers `responses` point into
         self.first_done = 0  # end of the oldest held call (perf_counter_ns)
 
-    def add(self, responses: list[Any], keep: list[np.ndarray], rows: list[tuple], done: int) -> None:
+    def add(self, responses: list[Any], keep: list[np.ndarray], call: tuple, done: int) -> None:
         if not self.responses:
             self.first_done = done
         self.responses += responses
         self.keep += keep
-        self.rows += rows
+        self.calls.append(call)
+
+
+# Samples a worker took from the queue, one list per column (query ids, dataset indices,
+# issue times): three lists cost less than a tuple per sample.
+Taken = tuple[list[int], list[int], list[int]]
 
 
 class TensorSUT:
@@ -116,29 +121,39 @@ class TensorSUT:
             t.join()
 
     # --- workers -----------------------------------------------------------------------
-    def _take(self, limit: int) -> list[tuple[int, int, int]]:
-        """Up to `limit` queued samples as (response id, dataset index, issue time)."""
-        items: list[tuple[int, int, int]] = []
+    def _take(self, limit: int, taken: Taken) -> None:
+        """Move up to `limit` queued samples into `taken`."""
+        ids, indices, issued = taken
+        want = len(ids) + limit
         with self._take_lock:
             q = self._queue
-            while q and len(items) < limit:
+            while q and len(ids) < want:
                 run = q[0]
-                samples, pos, issued = run
-                end = min(len(samples), pos + limit - len(items))
-                items.extend([(s.id, s.index, issued) for s in samples[pos:end]])
+                samples, pos, t = run
+                end = min(len(samples), pos + want - len(ids))
+                if end - pos == 1:  # Server: one sample per query; no comprehension frames
+                    s = samples[pos]
+                    ids.append(s.id)
+                    indices.append(s.index)
+                    issued.append(t)
+                else:
+                    part = samples[pos:end]
+                    ids += [s.id for s in part]
+                    indices += [s.index for s in part]
+                    issued += [t] * len(part)
                 if end == len(samples):
                     q.popleft()
                 else:
                     run[1] = end
-        return items
 
     def _work(self, worker: int) -> None:
         cv = self._cv
         share = len(self._threads) > 1
         held = _Held()  # served, not yet completed to LoadGen
         while True:
-            items = self._take(self.max_batch)
-            if not items:
+            items: Taken = ([], [], [])
+            self._take(self.max_batch, items)
+            if not items[0]:
                 if held.responses:
                     self._complete_held(held)
                     continue
@@ -153,22 +168,23 @@ class TensorSUT:
             if share and self._queue:
                 with cv:  # more is queued: let an idle sibling take it meanwhile
                     cv.notify()
-            if self.batch_timeout_ns and len(items) < self.max_batch:
-                items += self._fill(len(items))
+            if self.batch_timeout_ns and len(items[0]) < self.max_batch:
+                self._fill(items)
             self._serve(items, worker, held)
 
     def _complete_held(self, held: _Held) -> None:
         self._complete(held.responses)  # copies the output buffers the responses point to
-        self.records.extend(held.rows)
+        self.records.extend_calls(held.calls)
         held.clear()
 
-    def _fill(self, have: int) -> list[tuple[int, int, int]]:
+    def _fill(self, items: Taken) -> None:
+        """Wait up to batch_timeout_ms for `items` to grow to max_batch."""
         deadline = time.perf_counter_ns() + self.batch_timeout_ns
-        more: list[tuple[int, int, int]] = []
-        while have + len(more) < self.max_batch:
-            got = self._take(self.max_batch - have - len(more))
-            if got:
-                more += got
+        ids = items[0]
+        while len(ids) < self.max_batch:
+            have = len(ids)
+            self._take(self.max_batch - have, items)
+            if len(ids) > have:
                 continue
             left = deadline - time.perf_counter_ns()
             if left <= 0:
@@ -178,51 +194,54 @@ class TensorSUT:
                 if not self._queue:
                     self._cv.wait(left / 1e9)
                 self._waiting -= 1
-        return more
 
-    def _serve(self, items: list[tuple[int, int, int]], worker: int, held: _Held) -> None:
+    def _serve(self, items: Taken, worker: int, held: _Held) -> None:
         batch_id = next(self._batch_ids)
         dispatch = time.perf_counter_ns()
         error = ""
         outputs = None
+        ids, indices, issued = items
+        n = len(ids)
         try:
-            batch = self._collate([i[1] for i in items])
+            batch = self._collate(indices)
             outputs = self.backend.predict(batch)
             if self.return_outputs:
                 first = np.asarray(outputs[0])
-                if len(first) != len(items):
-                    raise ValueError(f"backend returned {len(first)} rows for a batch of {len(items)}")
+                if len(first) != n:
+                    raise ValueError(f"backend returned {len(first)} rows for a batch of {n}")
         except Exception as e:  # any backend failure fails these samples, visibly
             error = f"{type(e).__name__}: {e}".replace("\n", " ")[:500]
         done = time.perf_counter_ns()
         keep = []  # output buffers: they must live until QuerySamplesComplete copies them
+        response = self._response
         if error or not self.return_outputs:
-            responses = [self._response(i[0], 0, 0) for i in items]
+            responses = [response(q, 0, 0) for q in ids]
         else:
             responses = []
-            for row, item in enumerate(items):
+            for row, q in enumerate(ids):
                 arr = np.ascontiguousarray(first[row])
                 keep.append(arr)
-                responses.append(self._response(item[0], arr.ctypes.data, arr.nbytes))
-        status = "error" if error else "ok"
+                responses.append(response(q, arr.ctypes.data, arr.nbytes))
         if error:
-            self.failed += len(items)
-        # A function, so that a call completed at once makes its rows after LoadGen's clock stops.
-        rows = lambda: [(q, i, t, dispatch, 0, 0, done, 0, 0, batch_id, worker, status, error) for q, i, t in items]  # noqa: E731
+            self.failed += n
+        # Tuples, not the lists: a tuple of ints leaves the garbage collector's lists at its
+        # first pass, while thousands of lists held until the next flush were walked by
+        # every collection (~1.5 us a sample more at batch 1).
+        status = "error" if error else "ok"
+        call = (tuple(ids), tuple(indices), tuple(issued), dispatch, done, batch_id, worker, status, error)
         # Hold while more is queued and one more call as long as this one would still end
         # inside the bound: a slow backend's every call is completed at once.
         hold = self._queue and 2 * done - dispatch - (held.first_done or done) < self.coalesce_ns
         if hold or held.responses:
-            held.add(responses, keep, rows(), done)
+            held.add(responses, keep, call, done)
             if not hold:
                 self._complete_held(held)
             return
         self._complete(responses)
-        self.records.extend(rows())
+        self.records.add_call(call)
 
     def _collate(self, indices: list[int]) -> dict[str, np.ndarray]:
+        # A one-sample batch is made once per load; a bigger one is one gather per input.
         if len(indices) == 1:
             return self.dataset.batch_of_one(indices[0])
-        get = self.dataset.get
-        samples = [get(i) for i in indices]
-        return {k: np.stack([s[k] for s in samples]) for k in samples[0]}
+        return self.dataset.batch(indices)

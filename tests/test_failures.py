@@ -101,3 +101,30 @@ def test_records_survive_numpy_values_and_a_cut_frame(tmp_path):
     (tmp_path / PARTIAL_FILE).write_bytes(good + good[: len(good) // 2])
     assert recover(tmp_path) == 1
     assert len(read_records(tmp_path)) == 1
+
+
+def test_a_backend_call_is_one_entry_made_into_a_row_per_sample(tmp_path):
+    from harness.records import PARTIAL_FILE, RecordWriter, recover
+
+    w = RecordWriter(tmp_path)
+    # (query ids, sample indices, issue times, dispatch, complete, batch id, worker, status, error)
+    w.add_call(((101, 102, 103), (5, 6, 5), (10, 10, 12), 20, 30, 7, 1, "ok", ""))
+    w.extend_calls([((104,), (9,), (13,), 31, 40, 8, 0, "error", "RuntimeError: boom")])
+    w.close()
+    assert w.written == 4  # samples, not entries
+    rec = read_records(tmp_path).columns
+    assert list(rec["query_id"]) == [101, 102, 103, 104]
+    assert list(rec["sample_index"]) == [5, 6, 5, 9]
+    assert list(rec["issue_ns"]) == [10, 10, 12, 13]
+    assert list(rec["dispatch_ns"]) == [20, 20, 20, 31] and list(rec["complete_ns"]) == [30, 30, 30, 40]
+    assert list(rec["batch_id"]) == [7, 7, 7, 8] and list(rec["worker"]) == [1, 1, 1, 0]
+    assert list(rec["status"]) == ["ok", "ok", "ok", "error"] and rec["error"][3] == "RuntimeError: boom"
+    assert list(rec["first_token_ns"]) == [0, 0, 0, 0]
+    # A crash mid-write: the whole frames before the cut are kept, every sample of them.
+    import marshal
+
+    (tmp_path / "records.csv").unlink()
+    good = marshal.dumps([((1, 2), (0, 1), (5, 5), 6, 7, 0, 0, "ok", "")])
+    (tmp_path / PARTIAL_FILE).write_bytes(good + good[: len(good) // 2])
+    assert recover(tmp_path) == 2
+    assert list(read_records(tmp_path).columns["query_id"]) == [1, 2]
