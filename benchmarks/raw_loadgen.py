@@ -2,7 +2,9 @@
 
 Usage: python benchmarks/raw_loadgen.py SCENARIO VALUE OUTDIR [inline|queue]
 (VALUE: target_qps for Server, expected_qps for Offline). Prints one JSON line.
-One LoadGen test per process, like the harness.
+One LoadGen test per process, like the harness. BENCH_COALESCE=1 sets LoadGen's
+server_coalesce_queries (BENCH_MIN_DURATION_S, BENCH_TARGET_LATENCY_MS: the test's length
+and the Server latency bound).
 
 inline (default): the issue callback completes every sample itself.
 queue: the least a SUT whose issue callback only enqueues can do: a deque and one thread
@@ -67,6 +69,7 @@ def main() -> None:
     if scenario == "Server":
         ts.server_target_qps = value
         ts.server_target_latency_ns = int(float(os.environ.get("BENCH_TARGET_LATENCY_MS", "10")) * 1e6)
+        ts.server_coalesce_queries = os.environ.get("BENCH_COALESCE") == "1"
     else:
         ts.offline_expected_qps = value
     log = lg.LogSettings()

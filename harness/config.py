@@ -63,7 +63,11 @@ class RunConfig(BaseModel):
     target_qps: float | None = Field(None, gt=0, description="Server: Poisson arrival rate")
     target_latency_ms: float | None = Field(None, gt=0, description="Server: latency bound")
     target_latency_percentile: float | None = Field(None, gt=0, lt=1, description="Server: e.g. 0.99")
-    server_coalesce_queries: bool | None = None
+    server_coalesce_queries: bool | None = Field(
+        None,
+        description="Server: LoadGen issues every query whose time has passed in one call (each keeps its "
+        "scheduled time); with max_batch > 1 a worker then serves them as one batch",
+    )
     server_max_async_queries: int | None = Field(None, ge=0)
     server_num_issue_query_threads: int | None = Field(None, ge=0)
     find_peak_step_size: float | None = Field(None, gt=0, description="FindPeakPerformance: QPS step")
