@@ -37,9 +37,9 @@ import marshal
 import threading
 import time
 from collections import deque
-from operator import itemgetter
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -96,17 +96,12 @@ class RecordWriter:
     def written(self) -> int:
         return self._written
 
-    def add(self, row: Row) -> None:
-        self._rows.append(row)
-
-    def extend(self, rows: list[Row]) -> None:
-        self._rows.extend(rows)
-
-    def add_call(self, entry: Call) -> None:
-        """One backend call's samples as one entry (see `Call`)."""
+    def add(self, entry: Row | Call) -> None:
+        """A sample's row, or one backend call's samples as one entry (`Call`). One SUT
+        writes one kind."""
         self._rows.append(entry)
 
-    def extend_calls(self, entries: list[Call]) -> None:
+    def extend(self, entries: list[Row] | list[Call]) -> None:
         self._rows.extend(entries)
 
     def add_tokens(self, entry: dict[str, Any]) -> None:

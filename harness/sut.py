@@ -174,7 +174,7 @@ class TensorSUT:
 
     def _complete_held(self, held: _Held) -> None:
         self._complete(held.responses)  # copies the output buffers the responses point to
-        self.records.extend_calls(held.calls)
+        self.records.extend(held.calls)
         held.clear()
 
     def _fill(self, items: Taken) -> None:
@@ -238,7 +238,7 @@ class TensorSUT:
                 self._complete_held(held)
             return
         self._complete(responses)
-        self.records.add_call(call)
+        self.records.add(call)
 
     def _collate(self, indices: list[int]) -> dict[str, np.ndarray]:
         # A one-sample batch is made once per load; a bigger one is one gather per input.

@@ -108,8 +108,8 @@ def test_a_backend_call_is_one_entry_made_into_a_row_per_sample(tmp_path):
 
     w = RecordWriter(tmp_path)
     # (query ids, sample indices, issue times, dispatch, complete, batch id, worker, status, error)
-    w.add_call(((101, 102, 103), (5, 6, 5), (10, 10, 12), 20, 30, 7, 1, "ok", ""))
-    w.extend_calls([((104,), (9,), (13,), 31, 40, 8, 0, "error", "RuntimeError: boom")])
+    w.add(((101, 102, 103), (5, 6, 5), (10, 10, 12), 20, 30, 7, 1, "ok", ""))
+    w.extend([((104,), (9,), (13,), 31, 40, 8, 0, "error", "RuntimeError: boom")])
     w.close()
     assert w.written == 4  # samples, not entries
     rec = read_records(tmp_path).columns
