@@ -13,7 +13,7 @@
    when one of two tries is, for every walk, so one stall does not end a walk.
 2. Offline: samples/s, raw vs harness at zero service time (goal >= 50 %).
 3. ONNX Runtime Offline: harness vs a plain onnxruntime loop over the same model, batch
-   and threads (goal >= 95 %).
+   and threads (goal >= 95 %), alternated for 3 rounds, medians compared.
 4. Fidelity: synthetic backend with a fixed 5 ms service time, SingleStream p50 (goal
    within 3 % of 5 ms).
 Machines are noisy: only ratios within this one run mean anything.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -153,17 +154,25 @@ def main() -> None:
         heavy_mlp(model)
         threads = os.cpu_count() or 1
         batch = 32
-        loop = plain_ort_loop(model, batch, threads, 5.0)
-        # The harness's default shape (one single-threaded worker per core) and the loop's
-        # own shape (one worker, all threads), both against the same plain loop.
-        ours = harness(tmp, backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
-                       offline_expected_qps=1.5 * loop, min_duration_s=5.0)
+        # Alternate the plain loop and both harness shapes for a few rounds and compare
+        # medians: on a shared VM one window apart from another swung this ratio 0.7-1.2.
+        # The harness's default shape (one single-threaded worker per core) and the
+        # loop's own shape (one worker, all threads), both against the same plain loop.
+        loops, ours_r, same_r = [], [], []
+        for _ in range(3):
+            loops.append(plain_ort_loop(model, batch, threads, 3.0))
+            ours = harness(tmp, backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
+                           offline_expected_qps=1.5 * loops[-1], min_duration_s=3.0)
+            ours_r.append(ours["loadgen"]["throughput_per_s"])
+            same = harness(tmp, backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
+                           workers=1, offline_expected_qps=1.5 * loops[-1], min_duration_s=3.0,
+                           backend_options={"intra_op_threads": threads})
+            same_r.append(same["loadgen"]["throughput_per_s"])
+        loop = statistics.median(loops)
         rows.append((f"ORT Offline samples/s (MLP 512-1024-1024-10, batch {batch}, {threads} threads)",
-                     loop, ours["loadgen"]["throughput_per_s"], 0.95))
-        same = harness(tmp, backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
-                       workers=1, offline_expected_qps=1.5 * loop, min_duration_s=5.0,
-                       backend_options={"intra_op_threads": threads})
-        rows.append(("  same, forced to 1 worker x all threads", loop, same["loadgen"]["throughput_per_s"], 0.95))
+                     loop, statistics.median(ours_r), 0.95))
+        rows.append(("  same, forced to 1 worker x all threads", loop, statistics.median(same_r), 0.95))
+        ort_rounds = "; ".join(f"{a:,.0f} / {b:,.0f} / {c:,.0f}" for a, b, c in zip(loops, ours_r, same_r))
 
         fid = harness(tmp, backend="synthetic", scenario="SingleStream", backend_options={"service_time_ms": 5.0},
                       single_stream_expected_latency_ms=5, min_duration_s=dur * 2, min_query_count=100)
@@ -181,6 +190,7 @@ def main() -> None:
     print(f"{'SingleStream p50 at a fixed 5 ms service time (ms)':62s} {5.0:>14.3f} {p50:>14.3f} {p50 / 5:>7.3f} {'±3%':>6s} "
           f"{'ok' if err <= 0.03 else 'OUTSIDE'}")
     print(f"(Server p99 at the peak: raw {raw_p99:.3f} ms, harness {our_p99:.3f} ms)")
+    print(f"(ORT rounds, samples/s, loop / harness / forced: {ort_rounds}; medians above)")
 
 
 if __name__ == "__main__":
