@@ -94,7 +94,10 @@ class Dataset:
         return batch
 
     def batch(self, indices: list[int]) -> dict[str, np.ndarray]:
-        """Loaded tensor samples as one batch (a new array per input)."""
+        """Loaded tensor samples as one batch: for one sample the cached batch of one, else
+        a new array per input (one gather from the packed set)."""
+        if len(indices) == 1:
+            return self.batch_of_one(indices[0])
         if self._packed is not None:
             rows = np.fromiter(map(self._row.__getitem__, indices), np.intp, len(indices))
             return {k: a.take(rows, axis=0) for k, a in self._packed.items()}

@@ -115,14 +115,13 @@ class RecordWriter:
         rows = _drain(self._rows)
         tokens = _drain(self._token_rows)
         if rows:
+            calls = _is_call(rows[0])  # one SUT writes one kind of entry
             # marshal would write a numpy integer as raw bytes: a writer that hands those
             # in (checked on the first row of each flush) gets its rows made plain. Call
             # entries come from the tensor SUT with plain ints only.
-            if not _is_call(rows[0]) and any(type(v) not in (int, str) for v in rows[0]):
+            if not calls and any(type(v) not in (int, str) for v in rows[0]):
                 rows = [tuple(_plain(v) for v in r) for r in rows]
-            # One SUT writes one kind of entry. Frames are cut at ~FRAME_ROWS samples by
-            # slicing, so the loop runs per frame, not per entry.
-            calls = _is_call(rows[0])
+            # Frames are cut at ~FRAME_ROWS samples by slicing: the loop runs per frame.
             step = max(1, FRAME_ROWS // len(rows[0][0])) if calls else FRAME_ROWS
             for start in range(0, len(rows), step):
                 if start:

@@ -203,7 +203,7 @@ class TensorSUT:
         ids, indices, issued = items
         n = len(ids)
         try:
-            batch = self._collate(indices)
+            batch = self.dataset.batch(indices)
             outputs = self.backend.predict(batch)
             if self.return_outputs:
                 first = np.asarray(outputs[0])
@@ -239,9 +239,3 @@ class TensorSUT:
             return
         self._complete(responses)
         self.records.add(call)
-
-    def _collate(self, indices: list[int]) -> dict[str, np.ndarray]:
-        # A one-sample batch is made once per load; a bigger one is one gather per input.
-        if len(indices) == 1:
-            return self.dataset.batch_of_one(indices[0])
-        return self.dataset.batch(indices)
