@@ -21,7 +21,7 @@ import yaml
 from backends.base import LoadContext
 from harness import registry
 from harness.config import RunConfig, validate_backend_options
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.loadgen_settings import build_test_settings, merged_conf_text
 from harness.records import RecordWriter
 from harness.sysinfo import usable_cores
@@ -77,6 +77,8 @@ def run_test(run_dir: Path) -> dict[str, Any]:
     config = RunConfig(**yaml.safe_load((run_dir / "run.yaml").read_text()))
     backend_cls = registry.get(config.backend)
     options = validate_backend_options(config, backend_cls.Options)
+    if config.issue_inline and backend_cls.kind != "tensor":
+        raise ConfigError(f"issue_inline serves tensor backends only; backend {config.backend!r} runs on an event loop")
     workers, threads = resolve_workers(config, backend_cls.scales_with_host_cores(options))
     backend = backend_cls(options)
     t0 = time.perf_counter()
@@ -121,8 +123,15 @@ def run_test(run_dir: Path) -> dict[str, Any]:
         or bool(config.accuracy_log_sampling_target)
         or (run_dir / "audit.config").exists()
     )
+    inline = False
     if sut_factory is None:
         from harness.sut import TensorSUT
+
+        inline = config.issue_inline
+        if inline is None:  # the hand-off to a worker buys nothing with one query in flight
+            inline = config.scenario == "SingleStream" and workers == 1
+        if inline:
+            workers = 1
 
         sut = TensorSUT(
             backend,
@@ -135,6 +144,7 @@ def run_test(run_dir: Path) -> dict[str, Any]:
             batch_timeout_ms=config.batch_timeout_ms,
             return_outputs=return_outputs,
             coalesce_us=config.completion_coalesce_us,
+            inline=inline,
         )
     else:
         sut = sut_factory(records, return_outputs)
@@ -183,6 +193,7 @@ def run_test(run_dir: Path) -> dict[str, Any]:
         "test_s": test_s,
         "workers": workers,
         "threads_per_worker": threads,
+        "issue_inline": inline,
         "records_written": records.written,
         "qsl_loaded_ns": loaded_at[0],
         "response_format": response_format,

@@ -47,6 +47,11 @@ class RunConfig(BaseModel):
     completion_coalesce_us: float = Field(
         200.0, ge=0, description="while samples queue up behind fast backend calls, complete them to LoadGen together, holding a result at most this long (0: complete every call at once)"
     )
+    issue_inline: bool | None = Field(
+        None,
+        description="SingleStream/MultiStream: serve each query inside LoadGen's issue callback, on its thread, "
+        "with no hand-off to a worker thread (tensor backends; default: on in SingleStream with one worker)",
+    )
     enable_trace: bool = Field(False, description="write LoadGen's mlperf_log_trace.json (costly at high QPS)")
 
     # --- MLPerf conf files, read by LoadGen itself ---------------------------------------
@@ -104,6 +109,13 @@ class RunConfig(BaseModel):
             raise ValueError("max_query_count is below min_query_count")
         if self.mode == "FindPeakPerformance" and self.scenario != "Server":
             raise ValueError("mode FindPeakPerformance only exists for the Server scenario")
+        if self.issue_inline and self.scenario not in ("SingleStream", "MultiStream"):
+            raise ValueError(
+                f"issue_inline serves on LoadGen's thread, which would delay the {self.scenario} arrivals; "
+                "use it in SingleStream or MultiStream"
+            )
+        if self.issue_inline and self.workers and self.workers > 1:
+            raise ValueError("issue_inline serves every query on LoadGen's thread; workers above 1 would stay idle")
         return self
 
     def to_yaml(self) -> str:

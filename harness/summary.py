@@ -203,7 +203,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "tokens": token_summary(run_dir, rec, config),
         "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,
         "timings_s": {k: child.get(k) for k in ("load_s", "warmup_s", "test_s")},
-        "sut": {k: child.get(k) for k in ("workers", "threads_per_worker")} | {"max_batch": config.get("max_batch")},
+        "sut": {k: child.get(k) for k in ("workers", "threads_per_worker", "issue_inline")} | {"max_batch": config.get("max_batch")},
         "backend": child.get("backend"),
         "dataset": child.get("dataset"),
     }

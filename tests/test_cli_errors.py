@@ -98,8 +98,16 @@ def test_debug_shows_the_traceback(tmp_path):
     assert proc.returncode == 2 and "Traceback" in proc.stderr
 
 
-@pytest.mark.parametrize("bad", ["min_duration_s=2 max_duration_s=1", "mode=FindPeakPerformance scenario=Offline"])
-def test_inconsistent_settings(tmp_path, bad):
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ("min_duration_s=2 max_duration_s=1", "max_duration_s"),
+        ("mode=FindPeakPerformance scenario=Offline", "FindPeakPerformance"),
+        ("issue_inline=true scenario=Server", "issue_inline"),
+        ("issue_inline=true scenario=SingleStream workers=2", "issue_inline"),
+    ],
+)
+def test_inconsistent_settings(tmp_path, bad, named):
     args = [a for kv in bad.split() for a in ("--set", kv)]
     msg = one_error_line(harness("run", "--backend", "synthetic", *args, "--output-dir", str(tmp_path)))
-    assert "max_duration_s" in msg or "FindPeakPerformance" in msg
+    assert named in msg

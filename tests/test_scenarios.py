@@ -28,7 +28,8 @@ def _agree_latency(summary: dict, k: str, rel: float, abs_ms: float, section: st
     assert lg - ours <= max(rel * lg, abs_ms), f"{k}: harness {ours} ms vs LoadGen {lg} ms"
 
 
-def test_single_stream_fixed_service_time_is_reported_exactly(run_harness):
+@pytest.mark.parametrize("inline", [None, False], ids=["inline-by-default", "worker-thread"])
+def test_single_stream_fixed_service_time_is_reported_exactly(run_harness, inline):
     run_dir, s = run_harness(
         backend=SYN,
         scenario="SingleStream",
@@ -36,8 +37,10 @@ def test_single_stream_fixed_service_time_is_reported_exactly(run_harness):
         min_duration_s=1.0,
         single_stream_expected_latency_ms=2.0,
         min_query_count=200,
+        issue_inline=inline,
     )
     assert s["status"] == "complete"
+    assert s["sut"]["issue_inline"] is (inline is None)  # SingleStream serves on LoadGen's thread
     assert s["validity"]["result"] == "VALID", s["validity"]
     ours, lg = s["harness"], s["loadgen"]
     assert ours["samples"] == lg["query_count"] >= 200
@@ -96,20 +99,23 @@ def test_offline_batches_and_agrees_with_loadgen(run_harness):
     assert len(np.unique(rec["query_id"])) == 11_000
 
 
-def test_multistream_query_latency_agrees(run_harness):
+@pytest.mark.parametrize(("max_batch", "inline"), [(8, None), (4, True)], ids=["worker-thread", "inline-in-halves"])
+def test_multistream_query_latency_agrees(run_harness, max_batch, inline):
     run_dir, s = run_harness(
         backend=SYN,
         scenario="MultiStream",
-        backend_options={"service_time_ms": 2.0},
+        backend_options={"service_time_ms": 2.0 * max_batch / 8},  # 2 ms per query either way
         multi_stream_samples_per_query=8,
-        max_batch=8,
+        max_batch=max_batch,
         multi_stream_expected_latency_ms=2.0,
         min_duration_s=1.0,
         min_query_count=700,
+        issue_inline=inline,
     )
     ours = s["harness"]
+    assert s["sut"]["issue_inline"] is bool(inline)
     assert ours["samples"] == 8 * s["loadgen"]["query_count"]
-    assert ours["mean_batch_size"] == pytest.approx(8.0)
+    assert ours["mean_batch_size"] == pytest.approx(max_batch)
     _agree_latency(s, "p50", 0.03, 0.25, section="query_latency_ms")
     _agree_latency(s, "p99", 0.03, 0.5, section="query_latency_ms")
     assert s["validity"]["result"] == "VALID", s["validity"]
