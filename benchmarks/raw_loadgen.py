@@ -1,7 +1,9 @@
 """Raw LoadGen with a null SUT: the ceiling the harness is compared against.
 
 Usage: python benchmarks/raw_loadgen.py SCENARIO VALUE OUTDIR [inline|queue]
-(VALUE: target_qps for Server, expected_qps for Offline). Prints one JSON line.
+(VALUE: target_qps for Server, expected_qps for Offline, the service time in ms for
+SingleStream, which the inline callback waits the way the synthetic backend does: sleep,
+then spin the last 0.3 ms). Prints one JSON line.
 One LoadGen test per process, like the harness. BENCH_COALESCE=1 sets LoadGen's
 server_coalesce_queries (BENCH_MIN_DURATION_S, BENCH_TARGET_LATENCY_MS: the test's length
 and the Server latency bound).
@@ -37,6 +39,15 @@ def main() -> None:
     def finish(samples: list) -> None:
         complete([response(s.id, 0, 0) for s in samples])
 
+    service_ns = int(value * 1e6)
+
+    def serve_and_finish(samples: list) -> None:
+        end = time.perf_counter_ns() + service_ns
+        time.sleep(max(0, service_ns - 300_000) / 1e9)
+        while time.perf_counter_ns() < end:
+            pass
+        complete([response(s.id, 0, 0) for s in samples])
+
     def issue_queued(samples: list) -> None:
         queue.append(samples)
         if state["sleeping"]:
@@ -59,7 +70,11 @@ def main() -> None:
     thread = threading.Thread(target=worker, daemon=True)
     if sut_kind == "queue":
         thread.start()
-    sut = lg.ConstructSUT(issue_queued if sut_kind == "queue" else finish, lambda: None)
+    if scenario == "SingleStream":
+        on_issue = serve_and_finish
+    else:
+        on_issue = issue_queued if sut_kind == "queue" else finish
+    sut = lg.ConstructSUT(on_issue, lambda: None)
     qsl = lg.ConstructQSL(1024, 1024, lambda s: None, lambda s: None)
     ts = lg.TestSettings()
     ts.scenario = getattr(lg.TestScenario, scenario)
@@ -70,6 +85,9 @@ def main() -> None:
         ts.server_target_qps = value
         ts.server_target_latency_ns = int(float(os.environ.get("BENCH_TARGET_LATENCY_MS", "10")) * 1e6)
         ts.server_coalesce_queries = os.environ.get("BENCH_COALESCE") == "1"
+    elif scenario == "SingleStream":
+        ts.single_stream_expected_latency_ns = service_ns
+        ts.min_query_count = 100
     else:
         ts.offline_expected_qps = value
     log = lg.LogSettings()
@@ -93,6 +111,7 @@ def main() -> None:
     print(json.dumps({
         "validity": values.get("result_validity"),
         "throughput": values.get("result_completed_samples_per_sec") or values.get("result_samples_per_second"),
+        "p50_ms": (values.get("result_50.00_percentile_latency_ns") or 0) / 1e6,
         "p99_ms": (values.get("result_99.00_percentile_latency_ns") or 0) / 1e6,
         "wall_s": time.perf_counter() - t0,
     }))
