@@ -41,6 +41,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from backends.base import Backend, BackendOptions, Chunk, LoadContext, TensorSpec
+from backends.http_client import ClientError, ConnectError, Disconnected, HttpClient, PayloadError
 from harness.errors import BackendError, ConfigError, DatasetError
 
 Protocol = Literal["kserve-v2", "json", "openai-completions", "openai-chat"]
@@ -156,8 +157,8 @@ class HttpBackend(Backend):
     name = "http"
     Options = HttpOptions
     options: HttpOptions
-    requires = ("aiohttp",)
-    install_hint = "pip install aiohttp"
+    requires = ("httptools",)
+    install_hint = "pip install httptools"
     kind: ClassVar[str] = "async"
 
     def __init__(self, options: HttpOptions) -> None:
@@ -170,7 +171,7 @@ class HttpBackend(Backend):
         self.token_source = "tokenizer" if o.tokenizer else "chunks"
         self.retries_total = 0
         self.requests_retried = 0
-        self._session: Any = None
+        self._client: HttpClient | None = None
         self._server: dict[str, Any] = {}
         self._inputs: list[TensorSpec] = []
         self._outputs: list[TensorSpec] = []
@@ -202,6 +203,7 @@ class HttpBackend(Backend):
             "openai-chat": f"{base}/chat/completions",
             "json": base,
         }[o.protocol]
+        self._path = _path(self._endpoint)
         self._model_name = o.model_name
         if o.check_server and o.protocol != "json":
             asyncio.run(self._query_server())
@@ -213,23 +215,25 @@ class HttpBackend(Backend):
         return h
 
     async def _query_server(self) -> None:
-        import aiohttp
-
         o = self.options
         url = f"{o.url}/v2/models/{o.model_name}" if o.protocol == "kserve-v2" else f"{o.url}/models"
-        timeout = aiohttp.ClientTimeout(total=o.connect_timeout_s + o.read_timeout_s, sock_connect=o.connect_timeout_s)
+        client = self._client_for(url, limit=1, total_timeout=o.connect_timeout_s + o.read_timeout_s)
         try:
-            async with aiohttp.ClientSession(headers=self._headers(), timeout=timeout) as s:
-                async with s.get(url, ssl=None if o.verify_tls else False) as r:
-                    text = await r.text()
-                    if r.status >= 400:
-                        raise BackendError(f"server at {_public(url)} answered {r.status}: {self._redact(text[:_EXCERPT])}")
-                    meta = json.loads(text)
-        except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError) as e:
+            r = await client.request("GET", _path(url))
+            try:
+                text = await r.text(errors="replace")
+            finally:
+                r.release()
+            if r.status >= 400:
+                raise BackendError(f"server at {_public(url)} answered {r.status}: {self._redact(text[:_EXCERPT])}")
+            meta = json.loads(text)
+        except (ClientError, asyncio.TimeoutError, json.JSONDecodeError) as e:
             raise BackendError(
                 f"cannot read model metadata from {_public(url)}: {type(e).__name__}: {self._redact(str(e))} "
                 "(is the server up? set check_server=false to skip this check)"
             ) from e
+        finally:
+            await client.close()
         if o.protocol == "kserve-v2":
             self._server = {k: meta.get(k) for k in ("name", "versions", "platform")}
             self._inputs = [_v2_spec(t) for t in meta.get("inputs", [])]
@@ -282,47 +286,48 @@ class HttpBackend(Backend):
             return self._tokenizer.count(sample.text())
         return sample.target_input_tokens
 
-    # --- the session lives on the SUT's event loop ------------------------------------
-    async def open(self) -> None:
-        """Create the pooled session on the running loop (aiohttp binds it to one loop)."""
-        import aiohttp
-
+    # --- the connection pool lives on the SUT's event loop -------------------------------
+    def _client_for(self, url: str, limit: int, total_timeout: float) -> HttpClient:
         o = self.options
-        limit = o.connections or o.max_in_flight or 0
-        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ssl=None if o.verify_tls else False)
-        timeout = aiohttp.ClientTimeout(total=o.total_timeout_s, sock_connect=o.connect_timeout_s, sock_read=o.read_timeout_s)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers())
+        return HttpClient(
+            url, limit=limit, headers=self._headers(), connect_timeout=o.connect_timeout_s,
+            read_timeout=o.read_timeout_s, total_timeout=total_timeout, verify_tls=o.verify_tls,
+        )  # fmt: skip
+
+    async def open(self) -> None:
+        """Create the connection pool on the running loop (it belongs to that loop)."""
+        o = self.options
+        self._client = self._client_for(self._endpoint, o.connections or o.max_in_flight or 0, o.total_timeout_s)
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
 
     async def stream(self, sample: PreparedRequest) -> AsyncIterator[Chunk]:
-        import aiohttp
-
-        if self._session is None:
+        if self._client is None:
             await self.open()
         o = self.options
         attempt = 0
         while True:
-            resp = None
             try:
-                resp = await self._session.post(self._endpoint, data=sample.body)
+                resp = await self._client.request("POST", self._path, sample.body)
                 if resp.status < 400:
                     break
-                text = await resp.text(errors="replace")
+                try:
+                    text = await resp.text(errors="replace")
+                finally:
+                    resp.release()
                 failure = RequestFailed(f"http_{resp.status}", self._redact(_squash(text)))
                 retryable = resp.status in o.retry_statuses
-                resp.release()
-            except aiohttp.ClientConnectorError as e:
+            except ConnectError as e:
                 failure, retryable = RequestFailed("connect", self._redact(str(e))), True
-            except aiohttp.ServerDisconnectedError as e:
-                failure, retryable = RequestFailed("disconnected", str(e) or "closed before answering"), True
+            except Disconnected as e:
+                failure, retryable = RequestFailed("disconnected", str(e)), True
             except asyncio.TimeoutError as e:
                 failure, retryable = RequestFailed("timeout", _timeout_text(e, o)), False
-            except aiohttp.ClientError as e:
-                failure, retryable = RequestFailed("connect", self._redact(f"{type(e).__name__}: {e}")), True
+            except PayloadError as e:
+                failure, retryable = RequestFailed("truncated_stream", str(e)), False
             if not retryable or attempt >= o.retries:
                 raise failure
             attempt += 1
@@ -335,7 +340,7 @@ class HttpBackend(Backend):
                 # Parsed here rather than in a nested async generator: every chunk would
                 # otherwise pass two generator layers (measured ~6 % of the loop's time).
                 parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None)
-                async for data in resp.content.iter_any():
+                async for data in resp.iter_any():
                     for chunk in parser.feed(data):
                         yield chunk
                 parser.finish()
@@ -345,8 +350,8 @@ class HttpBackend(Backend):
                     yield chunk
         except asyncio.TimeoutError as e:
             raise RequestFailed("timeout", _timeout_text(e, o)) from e
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
-            raise RequestFailed("truncated_stream", f"{type(e).__name__}: {e}") from e
+        except PayloadError as e:
+            raise RequestFailed("truncated_stream", str(e)) from e
         finally:
             resp.release()
 
@@ -428,6 +433,12 @@ def _public(url: str) -> str:
     """The URL without query or fragment, which may hold tokens."""
     p = urlsplit(url)
     return urlunsplit((p.scheme, p.netloc, p.path, "", ""))
+
+
+def _path(url: str) -> str:
+    """The request target of a URL: its path and query."""
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
 def _squash(text: str) -> str:

@@ -16,6 +16,7 @@ PACKAGES = (
     "onnxruntime-gpu",
     "numpy",
     "torch",
+    "httptools",
     "aiohttp",
     "pydantic",
 )
