@@ -171,6 +171,7 @@ class HttpBackend(Backend):
         self.token_source = "tokenizer" if o.tokenizer else "chunks"
         self.retries_total = 0
         self.requests_retried = 0
+        self.resent_on_closed_connection = 0
         self._client: HttpClient | None = None
         self._server: dict[str, Any] = {}
         self._inputs: list[TensorSpec] = []
@@ -301,6 +302,7 @@ class HttpBackend(Backend):
 
     async def aclose(self) -> None:
         if self._client is not None:
+            self.resent_on_closed_connection += self._client.resent
             await self._client.close()
             self._client = None
 
@@ -419,6 +421,7 @@ class HttpBackend(Backend):
             "retries": o.retries,
             "retries_total": self.retries_total,
             "requests_retried": self.requests_retried,
+            "resent_on_closed_connection": self.resent_on_closed_connection,
             "token_count_client": self.token_source,
             "tokenizer": o.tokenizer,
             "inputs": [s.__dict__ for s in self._inputs],

@@ -12,7 +12,8 @@ What it does: keep-alive connections to one origin (http or https), at most `lim
 (0: no limit), Content-Length and chunked bodies, a connect timeout, a read timeout (the
 longest silence between two reads) and a total timeout per request. A request on a reused
 connection that the server had closed meanwhile is sent again once on a fresh connection
-(nothing was answered, so nothing is lost). What it does not: redirects, proxies, cookies,
+(nothing was answered, so nothing is lost); `resent` counts them, and the backend reports
+the count, since a server that drops requests it had read would look like this too. What it does not: redirects, proxies, cookies,
 HTTP/2 and compressed bodies; inference servers do not need them.
 
 Errors: `ConnectError` (no connection: refused, DNS, TLS), `Disconnected` (closed before
@@ -238,6 +239,8 @@ class HttpClient:
         self._open = 0  # connections open or being opened
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
+        #: requests sent once more after a reused connection closed without answering
+        self.resent = 0
 
     # --- the pool --------------------------------------------------------------------------
     async def _acquire(self, fresh: bool = False) -> tuple[_Connection, bool]:
@@ -327,6 +330,7 @@ class HttpClient:
                 r.release()
                 if reused and not r._got_bytes and not fresh:  # a stale keep-alive connection
                     fresh = True
+                    self.resent += 1
                     continue
                 raise
             except BaseException:
