@@ -40,10 +40,27 @@ from harness.records import RecordWriter
 
 
 class _Held:
-    """Results a worker has served but not yet completed to LoadGen."""
+    """Results a worker has served but not yet completed to LoadGen, and the worker's
+    reusable responses."""
 
     def __init__(self) -> None:
+        # Responses without data, reused call after call: LoadGen copies what it needs in
+        # QuerySamplesComplete, and setting an id costs a third of constructing a response
+        # (0.23 vs 0.63 us a sample, ~20 % of the worker's time at zero service time).
+        self.blanks: list[Any] = []
         self.clear()
+
+    def blank_responses(self, ids: list[int], make: Callable[..., Any]) -> list[Any]:
+        """Data-less responses for `ids`, from positions no held response uses."""
+        start = len(self.responses)
+        end = start + len(ids)
+        blanks = self.blanks
+        if end > len(blanks):
+            blanks += [make(0, 0, 0) for _ in range(end - len(blanks))]
+        part = blanks[start:end]
+        for r, q in zip(part, ids):
+            r.id = q
+        return part
 
     def clear(self) -> None:
         self.responses: list[Any] = []
@@ -239,7 +256,7 @@ class TensorSUT:
         keep = []  # output buffers: they must live until QuerySamplesComplete copies them
         response = self._response
         if error or not self.return_outputs:
-            responses = [response(ids[0], 0, 0)] if n == 1 else [response(q, 0, 0) for q in ids]
+            responses = held.blank_responses(ids, response)
         else:
             responses = []
             for row, q in enumerate(ids):
