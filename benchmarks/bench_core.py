@@ -14,7 +14,7 @@
 2. Offline: samples/s, raw vs harness at zero service time (goal >= 50 %), alternated for
    3 rounds, medians compared.
 3. ONNX Runtime Offline: harness vs a plain onnxruntime loop over the same model, batch
-   and threads (goal >= 95 %), alternated for 3 rounds, medians compared. The harness runs
+   and threads (goal >= 95 %), alternated for 5 rounds, medians compared. The harness runs
    its default shape (one single-threaded worker per core); beside it, for context, the
    loop's own shape (one worker, all threads), which leaves no core for the worker's Python.
 4. Fidelity: synthetic backend with a fixed 5 ms service time, SingleStream p50 (goal
@@ -166,12 +166,12 @@ def main() -> None:
         heavy_mlp(model)
         threads = os.cpu_count() or 1
         batch = 32
-        # Alternate the plain loop and both harness shapes for a few rounds and compare
-        # medians: on a shared VM one window apart from another swung this ratio 0.7-1.2.
+        # Alternate the plain loop and both harness shapes for 5 rounds and compare medians:
+        # on a shared VM one window apart from another swung this ratio 0.7-1.2.
         # The harness's default shape (one single-threaded worker per core) and the
         # loop's own shape (one worker, all threads), both against the same plain loop.
         loops, ours_r, same_r = [], [], []
-        for _ in range(3):
+        for _ in range(5):
             loops.append(plain_ort_loop(model, batch, threads, 3.0))
             ours = harness(tmp, backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
                            offline_expected_qps=1.5 * loops[-1], min_duration_s=3.0)
