@@ -227,10 +227,9 @@ class HttpClient:
             if not verify_tls:
                 self._ssl.check_hostname = False
                 self._ssl.verify_mode = ssl.CERT_NONE
-        default_port = self.port == (443 if self.tls else 80)
-        host_header = self.host if default_port else f"{self.host}:{self.port}"
-        if ":" in self.host and not default_port:  # an IPv6 literal
-            host_header = f"[{self.host}]:{self.port}"
+        host_header = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        if self.port != (443 if self.tls else 80):
+            host_header += f":{self.port}"
         lines = [f"Host: {host_header}", "Accept: */*", "User-Agent: loadgen-harness"]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         self._header_block = ("\r\n".join(lines) + "\r\n").encode("latin-1")
