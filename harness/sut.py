@@ -114,7 +114,7 @@ class TensorSUT:
         self._batch_ids = itertools.count()  # next() is atomic under the GIL
         self.failed = 0
         self._inline = inline
-        self._inline_held = _Held()  # stays empty: nothing queues behind an inline call
+        self._inline_held = _Held()  # never holds a result (nothing queues behind an inline call); keeps its blanks
         self._threads = [
             threading.Thread(target=self._work, args=(w,), name=f"worker-{w}", daemon=True)
             for w in range(0 if inline else workers)
