@@ -17,7 +17,6 @@ PACKAGES = (
     "numpy",
     "torch",
     "httptools",
-    "aiohttp",
     "pydantic",
 )
 
