@@ -127,11 +127,11 @@ def run_test(run_dir: Path) -> dict[str, Any]:
     if sut_factory is None:
         from harness.sut import TensorSUT
 
+        # Only ever with one worker: config refuses issue_inline with workers > 1, and only
+        # Offline defaults to more than one.
         inline = config.issue_inline
         if inline is None:  # the hand-off to a worker buys nothing with one query in flight
             inline = config.scenario == "SingleStream" and workers == 1
-        if inline:
-            workers = 1
 
         sut = TensorSUT(
             backend,
