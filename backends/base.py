@@ -1,7 +1,7 @@
 """The backend contract: the few methods a runtime must offer to be benchmarked.
 
 A backend only knows *how* to run a model. It never sleeps, paces, queues or times:
-LoadGen decides when, and the SUT adapter (`harness.sut`) owns threads, batching,
+LoadGen decides when, and the SUT adapter (`harness.child.tensor_sut`) owns threads, batching,
 timing and failure accounting. A new backend is one module with one class that
 subclasses `Backend` and is registered in the `harness.backends` entry-point group.
 """
@@ -74,8 +74,8 @@ class Backend:
     requires: ClassVar[tuple[str, ...]] = ()
     install_hint: ClassVar[str] = ""
     #: "tensor" backends implement `predict` and are served by worker threads
-    #: (harness.sut); any other kind ("async", "generative") is served by an event loop
-    #: (harness.sut_streaming) and implements `stream`.
+    #: (harness.child.tensor_sut); any other kind ("async", "generative") is served by an event loop
+    #: (harness.child.stream_sut) and implements `stream`.
     kind: ClassVar[str] = "tensor"
 
     @classmethod

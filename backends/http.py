@@ -3,7 +3,7 @@ OpenAI completions/chat APIs (streaming SSE or not).
 
 The backend only knows *how* to send: it turns a sample into a request body (`prepare`,
 at QSL load time, so the timed path posts ready bytes) and a response into `Chunk`s
-(`stream`). The event-loop SUT (`harness.sut_streaming`) owns the loop, concurrency,
+(`stream`). The event-loop SUT (`harness.child.stream_sut`) owns the loop, concurrency,
 timestamps and completion. Events travel as chunks:
 
     Chunk(n_tokens=0, info={"headers": status})   response headers arrived
@@ -41,8 +41,17 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from backends.base import Backend, BackendOptions, Chunk, LoadContext, TensorSpec
-from backends.http_client import ClientError, ConnectError, Disconnected, HttpClient, PayloadError
-from harness.errors import BackendError, ConfigError, DatasetError
+from backends.http_client import HttpClient
+from harness.errors import (
+    BackendError,
+    ClientError,
+    ConfigError,
+    ConnectError,
+    DatasetError,
+    Disconnected,
+    PayloadError,
+    RequestFailed,
+)
 
 Protocol = Literal["kserve-v2", "json", "openai-completions", "openai-chat"]
 
@@ -55,15 +64,6 @@ _NP_TO_V2 = {v: k for k, v in _V2_TO_NP.items()}
 # Header names that carry credentials: they must come from api_key_env, never from YAML.
 _SECRET_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization"}
 _EXCERPT = 200
-
-
-class RequestFailed(Exception):
-    """One request failed; `reason` is the short class the summary groups by."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 class HttpOptions(BackendOptions):

@@ -32,21 +32,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-
-class ClientError(Exception):
-    """A request failed below HTTP's own answers."""
-
-
-class ConnectError(ClientError):
-    """No connection could be opened."""
-
-
-class Disconnected(ClientError):
-    """The server closed the connection before the response headers."""
-
-
-class PayloadError(ClientError):
-    """The response body broke off, or the bytes are not HTTP."""
+from harness.errors import ConnectError, Disconnected, PayloadError
 
 
 class Response:

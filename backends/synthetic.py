@@ -15,7 +15,6 @@ from pydantic import Field, model_validator
 
 from backends.base import Backend, BackendOptions, Batch, LoadContext, Outputs, TensorSpec
 
-
 _SPIN_NS = 300_000
 
 

@@ -40,8 +40,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import runner  # noqa: E402
-from harness.config import RunConfig  # noqa: E402
+from harness.config.run_config import RunConfig  # noqa: E402
+from harness.run import runner  # noqa: E402
 
 LADDER = [5_000, 10_000, 15_000, 20_000, 25_000, 30_000, 35_000, 40_000, 50_000, 60_000, 80_000, 100_000, 130_000,
           160_000, 200_000, 250_000, 300_000]

@@ -36,8 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import runner  # noqa: E402
-from harness.config import RunConfig  # noqa: E402
+from harness.config.run_config import RunConfig  # noqa: E402
+from harness.run import runner  # noqa: E402
 
 CONCURRENCY = 64
 TRUTH = {"ttft_ms": 200.0, "tpot_ms": 20.0, "tokens": 100}

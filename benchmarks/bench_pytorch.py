@@ -2,7 +2,7 @@
 
     python benchmarks/bench_pytorch.py [--batch 64] [--seconds 3] [--rounds 3] [--threads N] [--precision fp32] [--compile off]
 
-The model is tests/torch_models.py:bench_mlp (512-2048-2048-1000 with GELU), big enough that
+The model is tests/support/torch_models.py:bench_mlp (512-2048-2048-1000 with GELU), big enough that
 inference, not Python, sets the pace. Plain loops and harness runs alternate; each harness
 run is compared with the fastest of the loops around it (the harness is never flattered by a
 slow loop), and a round whose loops differ by more than 10 % is flagged as noisy.
@@ -26,18 +26,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import runner  # noqa: E402
-from harness.config import RunConfig  # noqa: E402
-from harness.sysinfo import usable_cores  # noqa: E402
+from harness.config.host import usable_cores  # noqa: E402
+from harness.config.run_config import RunConfig  # noqa: E402
+from harness.run import runner  # noqa: E402
 
-MODEL = f"{ROOT / 'tests' / 'torch_models.py'}:bench_mlp"  # a file path: the child needs no PYTHONPATH
+MODEL = f"{ROOT / 'tests' / 'support' / 'torch_models.py'}:bench_mlp"  # a file path: the child needs no PYTHONPATH
 
 
 def plain_loop(batch: int, threads: int, seconds: float, precision: str, compile_mode: str) -> float:
     """What a user writes by hand: a seeded model, one batch, inference_mode, as fast as it goes."""
     import torch
 
-    from tests.torch_models import bench_mlp
+    from tests.support.torch_models import bench_mlp
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

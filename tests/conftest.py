@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness import runner  # noqa: E402
-from harness.config import RunConfig  # noqa: E402
+from harness.config.run_config import RunConfig  # noqa: E402
+from harness.run import runner  # noqa: E402
 
 
 @pytest.fixture
@@ -29,6 +29,6 @@ def run_harness(tmp_path: Path):
 
 @pytest.fixture(scope="session")
 def embedded_model() -> Path:
-    from harness.embedded import default_model
+    from harness.data.embedded import default_model
 
     return default_model()

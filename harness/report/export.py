@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.records import COLUMNS
-from harness.report import RunData
-from harness.report.breakdown import stage_times_ns
+from harness.analysis.run_data import RunData
+from harness.results.breakdown import stage_times_ns
+from harness.results.records import COLUMNS
 
 DERIVED = ("queue_ms", "service_ms", "generation_ms", "e2e_ms")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.summary import PERCENTILES
+from harness.results.summary import PERCENTILES
 
 Table = tuple[list[str], list[list[str]]]
 

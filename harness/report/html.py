@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from harness.report import RunData
+from harness.analysis.run_data import RunData
 from harness.report import figures as fig
 from harness.report.plots import all_plots
 

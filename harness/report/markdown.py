@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.report import RunData
+from harness.analysis.run_data import RunData
 from harness.report import figures as fig
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.report.breakdown import STAGES, stage_times_ns, time_series
+from harness.results.breakdown import STAGES, stage_times_ns, time_series
 
 MAX_POINTS = 20_000
 _STAGE_COLORS = {"queue": "#d62728", "service": "#1f77b4", "generation": "#2ca02c"}

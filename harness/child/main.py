@@ -1,0 +1,222 @@
+"""The child process: exactly one LoadGen test, on the config saved in a results folder.
+
+LoadGen keeps process-global state (one conf load, one test per process), so the parent
+(`harness.run.runner`) starts `python -m harness.child RUN_DIR` for each test. The child
+writes the LoadGen logs, `records.csv` and `child.json` into RUN_DIR; on a harness error it
+writes `error.json` and exits 2, so the parent can report one clear line.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from backends.base import LoadContext
+from harness.child.record_writer import RecordWriter
+from harness.config import registry
+from harness.config.host import usable_cores
+from harness.config.loadgen_settings import build_test_settings, merged_conf_text
+from harness.config.run_config import RunConfig, validate_backend_options
+from harness.errors import EXIT_INTERNAL, ConfigError, HarnessError
+from harness.results import folder
+
+
+def resolve_workers(config: RunConfig, host_cores_backend: bool) -> tuple[int, int]:
+    """(workers, threads per backend call) such that workers x threads <= cores."""
+    cores = usable_cores()
+    if config.workers:
+        workers = config.workers
+    elif config.scenario == "Offline" and host_cores_backend:
+        # Throughput: one single-threaded worker per core overlaps one worker's Python
+        # (batching, completion) with another's inference; measured 1.1x a plain 2-thread
+        # ORT loop where one 2-thread worker reached 0.8x (benchmarks/bench_core.py).
+        workers = cores
+    else:
+        # Latency: one worker whose backend call may use every core.
+        workers = 1
+    return workers, max(1, cores // workers)
+
+
+class Progress:
+    """A one-line live status on a terminal: elapsed vs min duration, queries, rate."""
+
+    def __init__(self, min_duration_s: float | None) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.min_duration_s = min_duration_s
+        self.start = time.monotonic()
+        self._last = (self.start, 0)
+
+    def __call__(self, written: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        t0, n0 = self._last
+        rate = (written - n0) / (now - t0) if now > t0 else 0.0
+        self._last = (now, written)
+        target = f" / {self.min_duration_s:g} s min" if self.min_duration_s else ""
+        sys.stderr.write(f"\r  {now - self.start:6.1f} s{target} | {written:>9,d} samples done | {rate:>10,.0f}/s ")
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def run_test(run_dir: Path) -> dict[str, Any]:
+    import mlperf_loadgen as lg
+
+    config = RunConfig(**(folder.read_run_config(run_dir) or {}))
+    backend_cls = registry.get(config.backend)
+    options = validate_backend_options(config, backend_cls.Options)
+    if config.issue_inline and backend_cls.kind != "tensor":
+        raise ConfigError(f"issue_inline serves tensor backends only; backend {config.backend!r} runs on an event loop")
+    workers, threads = resolve_workers(config, backend_cls.scales_with_host_cores(options))
+    backend = backend_cls(options)
+    t0 = time.perf_counter()
+    backend.load(LoadContext(config.model, config.max_batch, config.scenario, config.seed, threads))
+    load_s = time.perf_counter() - t0
+
+    if backend_cls.kind != "tensor":
+        from harness.child.stream_sut import build_streaming  # the async (HTTP) and generative path
+
+        dataset, sut_factory = build_streaming(config, backend, workers)
+    else:
+        from harness.data.datasets import build_tensor_dataset
+
+        dataset = build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
+        sut_factory = None
+
+    if getattr(dataset, "labels", None) is not None:
+        import numpy as np
+
+        np.save(run_dir / folder.LABELS, np.asarray(dataset.labels))
+
+    t0 = time.perf_counter()
+    response_format = None
+    if backend_cls.kind == "tensor":
+        sample = dataset.materialize(0)
+        batch = {k: v[None] for k, v in sample.items()}
+        first = backend.predict(batch)[0]
+        response_format = {"dtype": str(first.dtype), "shape": list(first.shape[1:])}
+        backend.warmup(batch)  # last, so a backend may reset its state after warming up
+    else:
+        # Tensor answers over the event loop (KServe v2) are scored like local ones.
+        response_format = getattr(sut_factory, "response_format", None)
+    warmup_s = time.perf_counter() - t0
+
+    progress = Progress(config.min_duration_s)
+    records = RecordWriter(run_dir, on_flush=progress)
+    # LoadGen logs outputs in accuracy mode, when sampling is asked for, and in compliance
+    # audits (audit.config may turn sampling on); otherwise copying outputs is wasted work.
+    return_outputs = (
+        config.mode in ("AccuracyOnly", "SubmissionRun")
+        or bool(config.accuracy_log_probability)
+        or bool(config.accuracy_log_sampling_target)
+        or (run_dir / "audit.config").exists()
+    )
+    inline = False
+    if sut_factory is None:
+        from harness.child.tensor_sut import TensorSUT
+
+        # Only ever with one worker: config refuses issue_inline with workers > 1, and only
+        # Offline defaults to more than one.
+        inline = config.issue_inline
+        if inline is None:  # the hand-off to a worker buys nothing with one query in flight
+            inline = config.scenario == "SingleStream" and workers == 1
+
+        sut = TensorSUT(
+            backend,
+            dataset,
+            records,
+            lg.QuerySamplesComplete,
+            lg.QuerySampleResponse,
+            workers=workers,
+            max_batch=config.max_batch,
+            batch_timeout_ms=config.batch_timeout_ms,
+            return_outputs=return_outputs,
+            coalesce_us=config.completion_coalesce_us,
+            inline=inline,
+        )
+    else:
+        sut = sut_factory(records, return_outputs)
+
+    conf_text = merged_conf_text(config)
+    conf_path = None
+    if conf_text is not None:
+        conf_path = run_dir / "loaded.conf"
+        conf_path.write_text(conf_text)
+    settings = build_test_settings(lg, config, conf_path)
+    log_settings = lg.LogSettings()
+    log_settings.log_output.outdir = str(run_dir)
+    log_settings.log_output.copy_summary_to_stdout = False
+    log_settings.enable_trace = config.enable_trace
+
+    perf_count = min(len(dataset), config.performance_sample_count or len(dataset))
+    loaded_at = [0]
+
+    def load(indices: list[int]) -> None:
+        dataset.load(indices)
+        loaded_at[0] = time.perf_counter_ns()
+
+    qsl = lg.ConstructQSL(len(dataset), perf_count, load, dataset.unload)
+    lg_sut = lg.ConstructSUT(sut.issue, sut.flush)
+    # A full garbage collection walks every object the imports and the model made: ~20 ms
+    # holding the GIL here, a stall of LoadGen's thread whenever one fell inside the test.
+    # Frozen objects are never walked again; what the test itself allocates still is.
+    gc.collect()
+    gc.freeze()
+    sut.start()
+    t0 = time.perf_counter()
+    try:
+        lg.StartTestWithLogSettings(lg_sut, qsl, settings, log_settings, str(run_dir / folder.AUDIT_CONFIG))
+    finally:
+        test_s = time.perf_counter() - t0
+        sut.stop()
+        records.close()
+        progress.finish()
+        lg.DestroySUT(lg_sut)
+        lg.DestroyQSL(qsl)
+        backend.close()
+    return {
+        "status": "complete",
+        "load_s": load_s,
+        "warmup_s": warmup_s,
+        "test_s": test_s,
+        "workers": workers,
+        "threads_per_worker": threads,
+        "issue_inline": inline,
+        "records_written": records.written,
+        "qsl_loaded_ns": loaded_at[0],
+        "response_format": response_format,
+        "backend": backend.describe(),
+        "dataset": {**dataset.describe(), "sha256": dataset.fingerprint(), "performance_sample_count": perf_count},
+    }
+
+
+def main(argv: list[str]) -> int:
+    run_dir = Path(argv[0])
+    try:
+        info = run_test(run_dir)
+    except BaseException as e:  # noqa: BLE001 - report anything, with its traceback, to the parent
+        # The type and traceback cross the process boundary: the parent re-raises a
+        # HarnessError as its own type, and --debug prints this traceback, not the parent's.
+        ours = isinstance(e, HarnessError)
+        (run_dir / folder.ERROR).write_text(json.dumps({
+            "type": type(e).__name__,
+            "message": str(e) if ours else f"{type(e).__name__}: {e}",
+            "harness_error": ours,
+            "exit_code": e.exit_code if ours else EXIT_INTERNAL,
+            "traceback": traceback.format_exc(),
+        }))
+        return 2 if ours else 1
+    (run_dir / folder.CHILD).write_text(json.dumps(info, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,401 @@
+"""The SUT adapter for async and generative backends: one asyncio event loop in its own thread.
+
+LoadGen's issue callback runs on LoadGen's thread with the GIL held, so `issue` only
+stamps the time and hands the query to the loop (`call_soon_threadsafe`). On the loop,
+up to `max_in_flight` request coroutines run at once (unlimited when the backend sets
+none); each drives `backend.stream(sample)` and stamps, on `perf_counter_ns`:
+
+    dispatch     the request leaves the harness (queue time = dispatch - issue)
+    first_byte   response headers arrived        (a chunk with info["headers"])
+    first_token  the first content-bearing chunk (text or n_tokens > 0)
+    each chunk   kept in tokens.jsonl with its token count, for per-token ITL
+    complete     the stream ended
+
+The whole generated text is kept per request in tokens.jsonl ("text"), with the dataset's
+validator verdict ("valid") when the sample has one, the server's cached prompt tokens
+(usage.prompt_tokens_details.cached_tokens) when it reports them, and any figures a
+backend measured itself (a chunk with info["metrics"], e.g. its KV-cache bytes).
+
+Completions (and first tokens) that finish in the same loop iteration are coalesced into
+one `QuerySamplesComplete` (`FirstTokenComplete`) call, made after the iteration. Every
+issued sample is completed exactly once: a failed request is completed with no data and
+recorded with status "error" and "reason: detail", so it never counts as a fast success.
+
+Token counts per request: the server's `usage.completion_tokens` when it sent one, else
+the sum of the chunks' counts (a local tokenizer's, or one per chunk). Both are kept in
+tokens.jsonl so the summary can report the source and any server/client mismatch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from backends.base import Backend
+from harness.child.record_writer import RecordWriter
+from harness.config.run_config import RunConfig
+from harness.data.datasets import Dataset
+from harness.errors import BackendError
+
+_now = time.perf_counter_ns
+
+
+class PreparedDataset(Dataset):
+    """The QSL's dataset with each loaded sample already turned into its request.
+
+    Building request bodies (JSON encoding of tensors or prompts) at load time keeps that
+    cost out of the timed path. Labels, fingerprint and description are the source's.
+    """
+
+    def __init__(self, source: Dataset, prepare: Callable[[Any], Any]) -> None:
+        self.source = source
+        self.name = source.name
+        self._prepare = prepare
+        #: the source's per-sample answer check (prompt datasets with validators)
+        self.validate = getattr(source, "validate", None)
+        super().__init__(len(source), source.labels)
+
+    def _make(self, index: int) -> Any:
+        return self._prepare(self.source.materialize(index))
+
+    def fingerprint(self) -> str:
+        return self.source.fingerprint()
+
+    def describe(self) -> dict[str, Any]:
+        return self.source.describe()
+
+
+class EventLoopThread:
+    """An asyncio loop running forever in a daemon thread, until `close`."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="event-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Any, timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+class StreamingFactory:
+    """What `build_streaming` hands the child: builds the SUT once records exist."""
+
+    def __init__(
+        self, config: RunConfig, backend: Backend, dataset: Dataset, runner: EventLoopThread, warm_output: Any
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.dataset = dataset
+        self.runner = runner
+        fmt = getattr(backend, "response_format", None)
+        #: dtype/shape of one output, so the summary can score accuracy (tensor answers
+        #: only): the server's metadata when it has some, else the warm-up answer's
+        self.response_format = fmt() if callable(fmt) else None
+        if self.response_format is None and isinstance(warm_output, np.ndarray):
+            self.response_format = {"dtype": warm_output.dtype.name, "shape": list(warm_output.shape)}
+
+    def __call__(self, records: RecordWriter, return_outputs: bool) -> StreamingSUT:
+        import mlperf_loadgen as lg
+
+        return StreamingSUT(
+            self.backend,
+            self.dataset,
+            records,
+            self.runner,
+            lg,
+            tokens=bool(getattr(self.backend, "produces_tokens", self.backend.kind == "generative")),
+            first_token_calls=bool(self.config.use_token_latencies) and self.config.scenario != "Offline",
+            return_outputs=return_outputs,
+            max_in_flight=getattr(self.backend, "max_in_flight", None),
+        )
+
+
+def build_streaming(config: RunConfig, backend: Backend, workers: int) -> tuple[Dataset, StreamingFactory]:
+    """(dataset, sut_factory) for a backend whose kind is not "tensor".
+
+    One event loop serves every request whatever `workers` says: the loop is I/O bound,
+    and a second loop would only split the pool and add a thread contending for the GIL.
+    """
+    if getattr(backend, "takes_prompts", backend.kind == "generative"):
+        from harness.data.prompts import build_prompt_dataset
+        from harness.results.slo import parse_slo
+
+        parse_slo(config.slo)  # a wrong target key stops the run before the test, not after it
+        # The backend's own tokenizer, when it has one, so lengths count in its tokens.
+        source: Dataset = build_prompt_dataset(config.dataset, config.seed, getattr(backend, "count_tokens", None))
+    else:
+        from harness.data.datasets import build_tensor_dataset
+
+        source = build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
+    prepare = getattr(backend, "prepare", None)
+    dataset = PreparedDataset(source, prepare) if prepare else source
+    runner = EventLoopThread()
+    warm = int(getattr(backend.options, "warmup_requests", 1))
+    output = runner.run(_warmup(backend, dataset, warm))
+    return dataset, StreamingFactory(config, backend, dataset, runner, output)
+
+
+async def _warmup(backend: Backend, dataset: Dataset, n: int) -> Any:
+    """Open the pool and send `n` requests at once, outside the timed test.
+
+    Sent concurrently so that `n` pooled connections are open when the test starts: a
+    burst of first requests would otherwise pay the TCP (and TLS) handshakes inside
+    the timed TTFT. Any failure stops the run. Returns a whole answer
+    (info["output"]) seen, if any.
+    """
+    opener = getattr(backend, "open", None)
+    if opener is not None:
+        await opener()
+
+    async def one(i: int) -> Any:
+        output = None
+        try:
+            async for chunk in backend.stream(dataset.materialize(i % len(dataset))):
+                output = chunk.info.get("output", output)
+        except Exception as e:  # noqa: BLE001 - every failure kind stops the run here, with its text
+            raise BackendError(f"warm-up request {i} failed before the test started: {e}") from e
+        return output
+
+    outputs = await asyncio.gather(*(one(i) for i in range(n)))
+    return next((o for o in outputs if o is not None), None)
+
+
+class StreamingSUT:
+    def __init__(
+        self,
+        backend: Backend,
+        dataset: Dataset,
+        records: RecordWriter,
+        runner: EventLoopThread,
+        lg: Any,
+        *,
+        tokens: bool,
+        first_token_calls: bool,
+        return_outputs: bool,
+        max_in_flight: int | None,
+    ) -> None:
+        self.backend = backend
+        self.dataset = dataset
+        self.records = records
+        self.runner = runner
+        self._loop = runner.loop
+        self._lg = lg
+        self._response = lg.QuerySampleResponse
+        self.tokens = tokens
+        self.first_token_calls = first_token_calls
+        self.return_outputs = return_outputs
+        self._limit = max_in_flight or sys.maxsize
+        self._queue: deque[list[Any]] = deque()  # [samples, next position, issue time]
+        self._active = 0
+        self._tasks: set[asyncio.Task[None]] = set()  # strong refs: the loop keeps only weak ones
+        self._firsts: list[Any] = []
+        self._done: list[Any] = []
+        self._keep: list[Any] = []  # response buffers, alive until LoadGen has copied them
+        self._flush_pending = False
+        self._ids = iter(range(1 << 62))
+        self.failed = 0
+        #: how the client counts tokens without usage: "tokenizer" or "chunks"
+        self._client_method = getattr(backend, "token_source", "chunks")
+        self._validate = getattr(dataset, "validate", None)
+
+    # --- LoadGen side (its thread) -----------------------------------------------------
+    def issue(self, query_samples: list[Any]) -> None:
+        self._loop.call_soon_threadsafe(self._enqueue, query_samples, _now())
+
+    def flush(self) -> None:
+        """LoadGen's flush_queries: nothing is held back, so nothing to do."""
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        """The loop already runs (warm-up used it); nothing more to start."""
+
+    def stop(self) -> None:
+        self.runner.run(self._shutdown())
+        self.runner.close()
+
+    async def _shutdown(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        closer = getattr(self.backend, "aclose", None)
+        if closer is not None:
+            await closer()
+
+    # --- the loop ----------------------------------------------------------------------
+    def _enqueue(self, samples: list[Any], issued: int) -> None:
+        self._queue.append([samples, 0, issued])
+        while self._active < self._limit:
+            item = self._take()
+            if item is None:
+                return
+            self._active += 1
+            task = self._loop.create_task(self._worker(item))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _take(self) -> tuple[int, int, int] | None:
+        q = self._queue
+        if not q:
+            return None
+        run = q[0]
+        samples, pos, issued = run
+        s = samples[pos]
+        if pos + 1 == len(samples):
+            q.popleft()
+        else:
+            run[1] = pos + 1
+        return s.id, s.index, issued
+
+    async def _worker(self, item: tuple[int, int, int] | None) -> None:
+        # A worker serves queued samples until none is left: at most `max_in_flight`
+        # workers exist, so the limit holds without a semaphore per request.
+        while item is not None:
+            await self._serve(*item)
+            item = self._take()
+        self._active -= 1
+
+    async def _serve(self, qid: int, index: int, issued: int) -> None:
+        sample = self.dataset.get(index)
+        times: list[int] = []
+        counts: list[int] = []
+        texts: list[str] = []
+        usage: dict[str, Any] | None = None
+        output: Any = None
+        metrics: dict[str, Any] = {}
+        first_byte = first_token = retries = 0
+        error = ""
+        dispatch = _now()
+        try:
+            async for chunk in self.backend.stream(sample):
+                t = _now()
+                if chunk.text or chunk.n_tokens:
+                    if not first_token:
+                        first_token = t
+                        if self.first_token_calls:
+                            self._first(qid, chunk.text)
+                    times.append(t)
+                    counts.append(chunk.n_tokens)
+                    texts.append(chunk.text)
+                info = chunk.info
+                if info:
+                    if "headers" in info:
+                        first_byte = t
+                    elif "usage" in info:
+                        usage = info["usage"]
+                    elif "output" in info:
+                        output = info["output"]
+                    elif "retry" in info:
+                        retries += 1
+                    elif "metrics" in info:
+                        metrics.update(info["metrics"])
+        except Exception as e:  # noqa: BLE001 - any failure fails this sample, visibly
+            reason = getattr(e, "reason", None) or type(e).__name__
+            detail = getattr(e, "detail", None) or str(e)
+            error = f"{reason}: {detail}".replace("\n", " ")[:500]
+        done = _now()
+        client_tokens = sum(counts)
+        server_tokens = _int(usage, "completion_tokens")
+        n_tokens = server_tokens if server_tokens is not None else client_tokens
+        input_tokens = _int(usage, "prompt_tokens") or getattr(sample, "input_tokens", 0)
+        lg_tokens = n_tokens
+        if error:
+            self.failed += 1
+            data = None
+            # LoadGen has no notion of failure: a sample without a first token wrecks its
+            # TTFT statistics (min becomes INT64_MIN) and fewer than 2 tokens logs an error
+            # per sample. So a failed sample reports its failure time as first token and
+            # at least 2 tokens; the harness's own figures exclude it entirely.
+            if self.first_token_calls and not first_token:
+                self._first(qid, "")
+            lg_tokens = max(n_tokens, 2)
+        elif output is not None:
+            data = output
+        elif self.return_outputs:
+            data = "".join(texts)
+        else:
+            data = None
+        self._complete(qid, data, lg_tokens)
+        status = "error" if error else "ok"
+        self.records.add(
+            (qid, index, issued, dispatch, first_byte, first_token, done, n_tokens, input_tokens, next(self._ids), 0, status, error)
+        )
+        if self.tokens or retries:
+            text = "".join(texts)
+            # Checked after the completion was queued to LoadGen, so it is not timed.
+            valid = self._validate(index, text) if self._validate is not None and not error else None
+            details = (usage or {}).get("prompt_tokens_details")
+            self.records.add_tokens(
+                {
+                    "query_id": qid,
+                    "sample_index": index,
+                    "status": status,
+                    "t": times,
+                    "k": counts,
+                    "n": n_tokens,
+                    "source": ("usage" if server_tokens is not None else self._client_method) if self.tokens else None,
+                    "client_method": self._client_method,
+                    "server_tokens": server_tokens,
+                    "client_tokens": client_tokens,
+                    "input_tokens": input_tokens,
+                    "retries": retries,
+                    "cached_tokens": _int(details if isinstance(details, dict) else None, "cached_tokens"),
+                    "text": text,
+                    "valid": valid,
+                    **({"metrics": metrics} if metrics else {}),
+                }
+            )
+
+    # --- completion, coalesced per loop iteration --------------------------------------
+    def _first(self, qid: int, text: str) -> None:
+        if self.return_outputs and text:
+            buf = np.frombuffer(text.encode(), dtype=np.uint8)
+            self._keep.append(buf)
+            self._firsts.append(self._response(qid, buf.ctypes.data, buf.nbytes))
+        else:
+            self._firsts.append(self._response(qid, 0, 0))
+        self._schedule()
+
+    def _complete(self, qid: int, data: Any, n_tokens: int) -> None:
+        if data is None:
+            ptr = size = 0
+        else:
+            buf = np.frombuffer(data.encode(), dtype=np.uint8) if isinstance(data, str) else np.ascontiguousarray(data)
+            self._keep.append(buf)
+            ptr, size = buf.ctypes.data, buf.nbytes
+        if self.tokens:
+            self._done.append(self._response(qid, ptr, size, n_tokens))
+        else:
+            self._done.append(self._response(qid, ptr, size))
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._flush_pending:
+            self._flush_pending = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        firsts, done, keep = self._firsts, self._done, self._keep
+        self._firsts, self._done, self._keep = [], [], []
+        # First tokens before completions: LoadGen needs a sample's TTFT before its end.
+        if firsts:
+            self._lg.FirstTokenComplete(firsts)
+        if done:
+            self._lg.QuerySamplesComplete(done)
+        del keep
+
+
+def _int(d: dict[str, Any] | None, key: str) -> int | None:
+    v = d.get(key) if d else None
+    return int(v) if isinstance(v, (int, float)) else None

@@ -1,0 +1,143 @@
+"""Commands for reproducible, comparable results: check, compare, rerun, submission, audit.
+
+Thin, like harness.cli: parse, call one library function, print, exit with its code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.cli._common import console, err_console, handle_errors
+from harness.report.check_view import render_check
+from harness.report.compare_view import comparison_text, render_comparison
+
+
+def _print_comparison(comparison: Any, fmt: str) -> None:
+    if fmt == "terminal":
+        render_comparison(comparison, console)
+    else:
+        click.echo(comparison_text(comparison, fmt), nl=False)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
+@click.option("--no-dataset", is_flag=True, help="skip rebuilding the dataset to verify its sha256 (it loads the model)")
+@handle_errors
+def check(run_dir: Path, as_json: bool, no_dataset: bool) -> None:
+    """Is a results folder (or each run of a --repeat folder) complete, untouched, valid and re-runnable?
+
+    Exit 0 valid, 4 invalid (LoadGen INVALID or errors), 5 incomplete (missing files or
+    records), 6 tampered (a recorded sha256 no longer matches), 2 not a results folder.
+    """
+    from harness.analysis.check import check_path
+
+    results = check_path(run_dir, rebuild_dataset=not no_dataset)
+    if as_json:
+        data = [r.to_dict() for r in results]
+        click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
+    for result in results if not as_json else []:
+        render_check(result, console)
+    # The codes grow with severity (0 < 4 < 5 < 6): the worst run decides.
+    sys.exit(max(r.exit_code for r in results))
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--fail-if", "rules", multiple=True, metavar="RULE",
+              help='e.g. "throughput < -5%", "p99_latency > +10%", "success_rate < -0.5pt"; exit 1 when one fires')
+@click.option("--expect", multiple=True, metavar="CATEGORY",
+              help="categories allowed to differ (scenario, backend, dataset, model, harness, system); others exit 1")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "md", "json"]), default="terminal", show_default=True)
+@handle_errors
+def compare(paths: tuple[Path, ...], rules: tuple[str, ...], expect: tuple[str, ...], fmt: str) -> None:
+    """Runs (or repeat folders) side by side, ratios to the first, "comparable?", a gate."""
+    from harness.analysis.compare import compare as do_compare
+
+    comparison = do_compare(list(paths), list(rules), list(expect) if expect else None)
+    _print_comparison(comparison, fmt)
+    sys.exit(1 if comparison.failed else 0)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--output-dir", type=click.Path(path_type=Path), help="default: beside RUN_DIR")
+@click.option("--fail-if", "rules", multiple=True, metavar="RULE", help="as for compare")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "md", "json"]), default="terminal", show_default=True)
+@handle_errors
+def rerun(run_dir: Path, output_dir: Path | None, rules: tuple[str, ...], fmt: str) -> None:
+    """Run RUN_DIR's resolved config again into a new folder, then compare the two."""
+    from harness.analysis.compare import compare as do_compare
+    from harness.config.run_config import RunConfig
+    from harness.errors import ConfigError
+    from harness.results import folder
+    from harness.run import runner
+
+    folder.require_folder(run_dir)
+    try:
+        config = RunConfig(**(folder.read_run_config(run_dir) or {}))
+    except ValueError as e:
+        raise ConfigError(f"{run_dir / folder.RUN_CONFIG}: no longer a valid config here: {str(e).splitlines()[0]}") from e
+    outcome = runner.run(config, output_dir or run_dir.parent)
+    err_console.print(f"re-ran into {outcome.run_dir}", highlight=False)
+    comparison = do_compare([run_dir, outcome.run_dir], list(rules))
+    _print_comparison(comparison, fmt)
+    sys.exit(1 if comparison.failed else 0)
+
+
+@click.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--org", required=True, help="submitting organisation")
+@click.option("--division", required=True, type=click.Choice(["closed", "open", "network"]))
+@click.option("--system-desc", type=click.Path(path_type=Path), required=True,
+              help="YAML: system_name, system_type, status, host_processors_per_node, host_storage_*, ...")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option("--force", is_flag=True, help="write even when rules are broken; the folder is marked NOT_FOR_SUBMISSION")
+@handle_errors
+def submission(run_dirs: tuple[Path, ...], org: str, division: str, system_desc: Path, output: Path, force: bool) -> None:
+    """Results folders -> MLPerf Inference submission layout; refuses (exit 1) when rules are broken."""
+    from harness.analysis.submission import write_submission
+
+    result = write_submission(list(run_dirs), org, division, system_desc, output, force)
+    for rule in result.broken:
+        err_console.print(f"[yellow]rule broken:[/] {rule}", highlight=False, soft_wrap=True)
+    state = "[red]marked NOT_FOR_SUBMISSION[/]" if result.broken else "[green]all checked rules met[/]"
+    console.print(f"wrote {len(result.files)} files under {result.root} · {state}", highlight=False)
+
+
+@click.command()
+@click.argument("test", type=click.Choice(["TEST01", "TEST04"]))
+@click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML")
+@click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]))
+@click.option("--backend")
+@click.option("--model")
+@click.option("--dataset")
+@click.option("--name")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--sampling-target", type=click.IntRange(min=1), default=64, show_default=True,
+              help="TEST01: outputs LoadGen logs in the performance run")
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def audit(test: str, config_file: Path | None, scenario: str | None, backend: str | None, model: str | None,
+          dataset: str | None, name: str | None, overrides: tuple[str, ...], output_dir: Path,
+          sampling_target: int, as_json: bool) -> None:
+    """Run LoadGen's compliance audit TEST01 or TEST04 on a run config; exit 0 pass, 1 fail."""
+    from harness.config import registry
+    from harness.config.run_config import build_config
+    from harness.run.audit import run_audit
+
+    cli_values = dict(scenario=scenario, backend=backend, model=model, dataset=dataset, name=name)
+    config = build_config(config_file, overrides, cli_values, registry.option_names)
+    result = run_audit(test, config, output_dir, sampling_target)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        console.print(f"[{'green' if result.passed else 'red'}]{result.message}[/]", highlight=False)
+        console.print(f"  [dim]{result.audit_dir}[/]")
+    sys.exit(0 if result.passed else 1)

@@ -1,0 +1,186 @@
+"""`harness run`, `report`, `cost` and `backends`: parse, build the config, call one library
+function, print. Errors become one line and an exit code in harness.cli._common."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from harness.cli._common import console, err_console, handle_errors
+from harness.results.folder import REPORT_HTML
+
+
+@click.command()
+@click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML")
+@click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]))
+@click.option("--mode", type=click.Choice(["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]))
+@click.option("--backend")
+@click.option("--model")
+@click.option("--weights", type=click.Path(path_type=Path), help="state_dict file for a module:function model (the backend's `weights` option)")
+@click.option("--dataset", help="synthetic[:n=N,seed=S] | digits | DIR of .npy/.npz")
+@click.option("--name")
+@click.option("--mlperf-conf", type=click.Path(path_type=Path))
+@click.option("--user-conf", type=click.Path(path_type=Path))
+@click.option("--benchmark", help="model name the conf files are keyed by (e.g. resnet50)")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="any run or backend setting")
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print summary.json instead of the table")
+@click.option("--cost", "cost_file", type=click.Path(path_type=Path), help="price sheet YAML (docs/cost.md); writes cost.json")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="N runs, each in its own process, plus their aggregate (docs/reproducibility.md)")
+@handle_errors
+def run(
+    config_file: Path | None,
+    scenario: str | None,
+    mode: str | None,
+    backend: str | None,
+    model: str | None,
+    weights: Path | None,
+    dataset: str | None,
+    name: str | None,
+    mlperf_conf: Path | None,
+    user_conf: Path | None,
+    benchmark: str | None,
+    overrides: tuple[str, ...],
+    output_dir: Path,
+    as_json: bool,
+    cost_file: Path | None,
+    repeat: int,
+) -> None:
+    """Run one LoadGen test (no arguments: the embedded demo)."""
+    from harness.analysis.cost import cost_for_run, load_sheet, parse_sheet, write_cost
+    from harness.config import registry
+    from harness.config.run_config import build_config
+    from harness.report.terminal import render
+    from harness.run import runner
+
+    # Read the price sheet before the test, so a typo in it costs no run.
+    sheet = load_sheet(cost_file) if cost_file else None
+
+    if weights is not None:
+        overrides = (*overrides, f"weights={weights.resolve()}")
+    cli_values = dict(
+        scenario=scenario,
+        mode=mode,
+        backend=backend,
+        model=model,
+        dataset=dataset,
+        name=name,
+        mlperf_conf=str(mlperf_conf) if mlperf_conf else None,
+        user_conf=str(user_conf) if user_conf else None,
+        benchmark=benchmark,
+    )
+    if config_file is None and not overrides and all(v is None for v in cli_values.values()):
+        from harness.run.demo import demo_configs
+
+        configs = demo_configs()
+    else:
+        configs = [build_config(config_file, overrides, cli_values, registry.option_names)]
+    worst = 0
+    for config in configs:
+        config_sheet = sheet or (parse_sheet(config.cost, "cost section of the config") if config.cost else None)
+
+        def priced(outcome: runner.RunOutcome, price_sheet: Any = config_sheet) -> None:
+            if price_sheet is not None:
+                write_cost(outcome.run_dir, cost_for_run(outcome.run_dir, outcome.summary, price_sheet))
+
+        repeated = None
+        if repeat > 1:
+            from harness.run.repeat import run_repeated
+
+            repeated = run_repeated(config, output_dir, repeat, after_each=priced)  # priced before aggregating
+        else:
+            priced(single := runner.run(config, output_dir))
+        for outcome in repeated.outcomes if repeated else [single]:
+            if as_json:
+                console.print_json(json.dumps(outcome.summary))
+            else:
+                render(outcome.summary, console, str(outcome.run_dir))
+            if outcome.summary["status"] != "complete":
+                worst = max(worst, 3)
+        if repeated and not as_json:
+            from harness.report.compare_view import render_aggregate
+
+            render_aggregate(repeated.aggregate, console, repeated.repeat_dir)
+    sys.exit(worst)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(["terminal", "md", "html", "json", "csv", "jsonl"]), default="terminal",
+    show_default=True, help="csv/jsonl: the per-request records with stage times",
+)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="write here (html default: RUN_DIR/report.html)")
+@handle_errors
+def report(run_dir: Path, fmt: str, output: Path | None) -> None:
+    """Report a finished run from its results folder alone."""
+    from harness.report import write_report
+    from harness.report.terminal import render
+    from harness.results.folder import load_summary
+
+    if fmt == "terminal":
+        render(load_summary(run_dir), console, str(run_dir))
+        return
+    if output is None and fmt == "html":
+        output = run_dir / REPORT_HTML
+    text = write_report(run_dir, fmt, output)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        err_console.print(f"wrote {output}", highlight=False)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--cost", "cost_file", type=click.Path(path_type=Path), required=True, help="price sheet YAML")
+@click.option("--json", "as_json", is_flag=True, help="print cost.json instead of the tables")
+@handle_errors
+def cost(run_dir: Path, cost_file: Path, as_json: bool) -> None:
+    """Price a finished run with a price sheet; writes RUN_DIR/cost.json."""
+    from harness.analysis.cost import cost_for_run, load_sheet, write_cost
+    from harness.analysis.run_data import load_run
+    from harness.report import figures
+    from harness.report.terminal import rich_table
+
+    sheet = load_sheet(cost_file)
+    data = load_run(run_dir)
+    result = cost_for_run(run_dir, data.summary, sheet)
+    path = write_cost(run_dir, result)
+    if as_json:
+        console.print_json(path.read_text())
+        return
+    console.print(rich_table(f"cost ({result['currency']})", figures.cost_table(result)))
+    console.print(rich_table("cost per unit", figures.cost_unit_table(result)))
+    console.print(f"  [dim]{path}[/]")
+
+
+@click.command()
+@handle_errors
+def backends() -> None:
+    """Installed backends, their options, and whether they can run here."""
+    from rich.table import Table
+
+    from harness.config import registry
+
+    table = Table("backend", "available", "options", "entry point")
+    for name in registry.names():
+        bi = registry.info(name)
+        if bi.available and bi.cls is not None:
+            avail = "[green]yes[/]"
+        elif bi.cls is not None and bi.missing:
+            hint = bi.cls.install_hint or "pip install " + " ".join(bi.missing)
+            avail = f"[red]no[/]: needs {', '.join(bi.missing)} — {escape(hint)}"
+        else:
+            avail = f"[red]no[/]: {escape(bi.error)}"
+        opts = ""
+        if bi.cls is not None:
+            fields = bi.cls.Options.model_fields
+            opts = ", ".join(f"{k}={f.default!r}" if f.default_factory is None else k for k, f in fields.items())
+        table.add_row(name, avail, opts, bi.target)
+    console.print(table)

@@ -1,0 +1,77 @@
+"""RunConfig -> mlperf_loadgen.TestSettings. The only place that knows LoadGen's field names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.config.run_config import RunConfig
+from harness.errors import ConfigError
+
+# RunConfig key -> (TestSettings attribute, multiplier to LoadGen's unit)
+_DIRECT: dict[str, tuple[str, float | None]] = {
+    "min_duration_s": ("min_duration_ms", 1e3),
+    "max_duration_s": ("max_duration_ms", 1e3),
+    "min_query_count": ("min_query_count", None),
+    "max_query_count": ("max_query_count", None),
+    "performance_sample_count": ("performance_sample_count_override", None),
+    "target_qps": ("server_target_qps", None),
+    "target_latency_ms": ("server_target_latency_ns", 1e6),
+    "target_latency_percentile": ("server_target_latency_percentile", None),
+    "server_coalesce_queries": ("server_coalesce_queries", None),
+    "server_max_async_queries": ("server_max_async_queries", None),
+    "server_num_issue_query_threads": ("server_num_issue_query_threads", None),
+    "find_peak_step_size": ("server_find_peak_qps_boundary_step_size", None),
+    "offline_expected_qps": ("offline_expected_qps", None),
+    "single_stream_expected_latency_ms": ("single_stream_expected_latency_ns", 1e6),
+    "single_stream_target_latency_percentile": ("single_stream_target_latency_percentile", None),
+    "multi_stream_samples_per_query": ("multi_stream_samples_per_query", None),
+    "multi_stream_expected_latency_ms": ("multi_stream_expected_latency_ns", 1e6),
+    "multi_stream_target_latency_percentile": ("multi_stream_target_latency_percentile", None),
+    "use_token_latencies": ("use_token_latencies", None),
+    "ttft_latency_ms": ("ttft_latency", 1e6),
+    "tpot_latency_ms": ("tpot_latency", 1e6),
+    "qsl_rng_seed": ("qsl_rng_seed", None),
+    "sample_index_rng_seed": ("sample_index_rng_seed", None),
+    "schedule_rng_seed": ("schedule_rng_seed", None),
+    "accuracy_log_rng_seed": ("accuracy_log_rng_seed", None),
+    "accuracy_log_probability": ("accuracy_log_probability", None),
+    "accuracy_log_sampling_target": ("accuracy_log_sampling_target", None),
+    "performance_issue_unique": ("performance_issue_unique", None),
+    "performance_issue_same": ("performance_issue_same", None),
+    "performance_issue_same_index": ("performance_issue_same_index", None),
+    "sample_concatenate_permutation": ("sample_concatenate_permutation", None),
+}
+_FROMCONFIG_CODES = {-2: "file not found", -22: "parse error (see mlperf_log_detail.txt)"}
+
+
+def merged_conf_text(config: RunConfig) -> str | None:
+    """mlperf_conf then user_conf in one text: LoadGen accepts one FromConfig per process."""
+    parts = []
+    for key in ("mlperf_conf", "user_conf"):
+        path = getattr(config, key)
+        if path:
+            try:
+                parts.append(Path(path).read_text())
+            except OSError as e:
+                raise ConfigError(f"{key}: cannot read {path}: {e.strerror}") from e
+    return "\n".join(parts) if parts else None
+
+
+def build_test_settings(lg: Any, config: RunConfig, conf_path: Path | None) -> Any:
+    ts = lg.TestSettings()
+    if conf_path is not None:
+        rc = ts.FromConfig(str(conf_path), config.benchmark, config.scenario, 1)
+        if rc != 0:
+            why = _FROMCONFIG_CODES.get(rc, f"code {rc}")
+            raise ConfigError(f"LoadGen rejected conf file {conf_path}: {why}")
+    ts.scenario = getattr(lg.TestScenario, config.scenario)
+    ts.mode = getattr(lg.TestMode, config.mode)
+    for key, (attr, scale) in _DIRECT.items():
+        value = getattr(config, key)
+        if value is None:
+            continue
+        if scale is not None:
+            value = int(round(value * scale))
+        setattr(ts, attr, value)
+    return ts

@@ -1,0 +1,438 @@
+"""Prompt datasets for generative (HTTP/LLM) backends, behind the same QSL as tensors.
+
+Specs, as given to `--dataset`:
+    prompts.jsonl  (or jsonl:PATH[,validator=KIND])
+                                     one JSON object a line: `prompt` (text) or `messages`
+                                     (chat turns), optional `max_tokens`, optional expected
+                                     output (`expected`, `output` or `completion`), optional
+                                     `validator` (exact, contains, regex, json: see
+                                     harness.data.validators) overriding the file's
+    sharegpt:PATH[,n=N,seed=S,validator=KIND]
+                                     a ShareGPT-format JSON file on disk: the first human
+                                     turn of each conversation is the prompt, the first
+                                     model turn the expected output, and its length (in the
+                                     model's tokens when a tokenizer is known) the max_tokens
+    synthetic[:isl=128,osl=64,n=256,seed=0,prefix_groups=N,prefix_len=L]
+                                     seeded random prompts of `isl` input tokens, each
+                                     asking for `osl` output tokens (sent as max_tokens)
+
+`isl`/`osl` take a fixed number or a distribution: lognormal(median,sigma),
+normal(mean,std), uniform(lo,hi). Synthetic prompts are built from common English words
+that are one token in the usual BPE vocabularies. When the backend under test has a
+tokenizer (`count_tokens`), only words that are one token in *it* are used and each
+prompt is checked, and trimmed or extended, until it is exactly `isl` tokens there;
+otherwise `isl` counts words, which the server's usage (or a local tokenizer) corrects.
+
+Shared prefixes (prompt caching): with `prefix_groups=N,prefix_len=L`, sample i belongs
+to group i mod N and starts with that group's L-token prefix; its total length is still
+drawn from `isl` (at least L + 1: every prompt has a suffix of its own). A server that
+caches prompts can reuse the prefix for every request after the first of its group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data.datasets import Dataset, parse_spec
+from harness.data.validators import VALIDATORS, make_validator
+from harness.errors import DatasetError
+
+#: counts the tokens of a text in the tokenizer of the model under test
+TokenCounter = Callable[[str], int]
+
+# Frequent English words that are single tokens (with their leading space) in GPT-2,
+# Llama and SmolLM vocabularies: one word per input token, give or take.
+_WORDS = tuple((
+    "the of and to in is that for it as was with be by on not he this are or his from at which "
+    "but have an they you were her she there been one all we their has would when if so no will "
+    "more can who out said up into do time them some could other than then now only its may new "
+    "about these two first any like over after also made well most back through where much your "
+    "way down should because long each just those people how too little state good very make world "
+    "still own see men work year day same under last might great never man old life while off show "
+    "part place right high since small large every find both home name does here water city long "
+    "word music light game team house story point group power money hand open fact line best body"
+).split())  # fmt: skip
+
+_DIST = re.compile(r"^(lognormal|normal|uniform)\(\s*([0-9.eE+-]+)\s*,\s*([0-9.eE+-]+)\s*\)$")
+# The prefix generator's stream is kept apart from the samples' ([seed, index]) streams.
+_PREFIX_STREAM = 7_919
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One request's input. Exactly one of `prompt` and `messages` is set."""
+
+    prompt: str | None = None
+    messages: tuple[dict[str, str], ...] | None = None
+    max_tokens: int | None = None
+    expected: str | None = None
+    #: the generator's input length (synthetic: tokens when a tokenizer counted them,
+    #: words otherwise; 0 when unknown)
+    target_input_tokens: int = 0
+    validator: str | None = None
+    #: shared-prefix group (synthetic prefix_groups) and that prefix's length in tokens
+    prefix_group: int | None = None
+    prefix_tokens: int = 0
+
+    def text(self) -> str:
+        """The whole input as one text, for local token counting."""
+        if self.prompt is not None:
+            return self.prompt
+        return "\n".join(m.get("content", "") for m in self.messages or ())
+
+
+def expected_reusable_fraction(groups: list[int | None], prefix_tokens: list[int], input_tokens: list[int]) -> float | None:
+    """Share of prompt tokens a prefix cache can serve, requests taken in the given order.
+
+    The first request of a group computes its prefix; every later one can reuse it, so
+    each group's prefix counts once as a miss. None when there are no input tokens.
+    """
+    total = sum(input_tokens)
+    if total <= 0:
+        return None
+    seen: set[int] = set()
+    reusable = 0
+    for g, p in zip(groups, prefix_tokens, strict=True):
+        if g is None:
+            continue
+        if g in seen:
+            reusable += p
+        seen.add(g)
+    return reusable / total
+
+
+class PromptDataset(Dataset):
+    """Prompts held in memory (they are small); load/unload keep the QSL's contract."""
+
+    def __init__(self, name: str, prompts: list[Prompt], source: dict[str, Any]) -> None:
+        self.name = name
+        self.prompts = prompts
+        self.source = source
+        self._checks: dict[int, Callable[[str], bool]] = {}
+        for i, p in enumerate(prompts):
+            if p.validator:
+                # Built now: a bad regex or validator name fails before the test.
+                self._checks[i] = make_validator(p.validator, p.expected, f"{name} sample {i}")
+        super().__init__(len(prompts))
+
+    def _make(self, index: int) -> Prompt:
+        return self.prompts[index]
+
+    def validate(self, index: int, answer: str) -> bool | None:
+        """The sample's validator's verdict on `answer`; None when it has no validator."""
+        check = self._checks.get(index)
+        return None if check is None else check(answer)
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for p in self.prompts:
+            h.update(json.dumps(asdict(p), sort_keys=True).encode())
+        return h.hexdigest()
+
+    def describe(self) -> dict[str, Any]:
+        with_max = [p.max_tokens for p in self.prompts if p.max_tokens]
+        out = {
+            **super().describe(),
+            **self.source,
+            "chat": any(p.messages is not None for p in self.prompts),
+            "max_tokens_mean": float(np.mean(with_max)) if with_max else None,
+            "with_expected_output": sum(p.expected is not None for p in self.prompts),
+            "validators": {v: n for v in VALIDATORS if (n := sum(p.validator == v for p in self.prompts))},
+        }
+        if any(p.prefix_group is not None for p in self.prompts):
+            out["prefix"] = {
+                "groups": self.source.get("prefix_groups"),
+                "prefix_len": self.source.get("prefix_len"),
+                # each sample once, in index order; the run's own figure is in the summary
+                "expected_reusable_fraction": expected_reusable_fraction(
+                    [p.prefix_group for p in self.prompts],
+                    [p.prefix_tokens for p in self.prompts],
+                    [p.target_input_tokens for p in self.prompts],
+                ),
+            }
+        return out
+
+
+def _path_and_params(rest: str, known: tuple[str, ...], spec: str) -> tuple[Path, dict[str, str]]:
+    """'data/x.json,n=8,seed=1' -> (Path('data/x.json'), {'n': '8', 'seed': '1'}).
+
+    Only trailing KEY=VALUE items with a known key are parameters, so a path may hold commas.
+    """
+    parts = rest.split(",")
+    params: dict[str, str] = {}
+    while len(parts) > 1:
+        key, eq, value = parts[-1].partition("=")
+        if not eq or key.strip() not in known:
+            break
+        params[key.strip()] = value.strip()
+        parts.pop()
+    path = ",".join(parts)
+    if not path:
+        raise DatasetError(f"dataset spec {spec!r}: no file given")
+    return Path(path), params
+
+
+def _validator_param(params: dict[str, str], spec: str) -> str | None:
+    v = params.get("validator")
+    if v is not None and v not in VALIDATORS:
+        raise DatasetError(f"dataset spec {spec!r}: unknown validator {v!r}; use one of {', '.join(VALIDATORS)}")
+    return v
+
+
+# --- JSONL ----------------------------------------------------------------------------
+
+
+def load_jsonl(path: Path, validator: str | None = None) -> PromptDataset:
+    if not path.is_file():
+        raise DatasetError(f"prompt file {path} does not exist")
+    prompts: list[Prompt] = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DatasetError(f"{where}: not valid JSON ({e.msg})") from e
+            if not isinstance(obj, dict):
+                raise DatasetError(f"{where}: expected a JSON object with `prompt` or `messages`")
+            prompts.append(_prompt_from(obj, where, validator))
+    if not prompts:
+        raise DatasetError(f"prompt file {path} holds no prompts")
+    return PromptDataset("jsonl", prompts, {"path": str(path), "validator": validator})
+
+
+def _prompt_from(obj: dict[str, Any], where: str, validator: str | None) -> Prompt:
+    prompt, messages = obj.get("prompt"), obj.get("messages")
+    if (prompt is None) == (messages is None):
+        raise DatasetError(f"{where}: give exactly one of `prompt` (text) and `messages` (chat turns)")
+    if prompt is not None and not isinstance(prompt, str):
+        raise DatasetError(f"{where}: `prompt` must be a string")
+    turns: tuple[dict[str, str], ...] | None = None
+    if messages is not None:
+        if not isinstance(messages, list) or not messages or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        ):
+            raise DatasetError(f"{where}: `messages` must be a non-empty list of {{role, content}} strings")
+        turns = tuple({"role": m["role"], "content": m["content"]} for m in messages)
+    max_tokens = obj.get("max_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise DatasetError(f"{where}: `max_tokens` must be a positive integer")
+    expected = next((obj[k] for k in ("expected", "output", "completion") if k in obj), None)
+    if expected is not None and not isinstance(expected, str):
+        raise DatasetError(f"{where}: the expected output must be a string")
+    unknown = set(obj) - {"prompt", "messages", "max_tokens", "expected", "output", "completion", "id", "validator"}
+    if unknown:
+        raise DatasetError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    line_validator = obj.get("validator", validator)
+    if line_validator is not None and line_validator not in VALIDATORS:
+        raise DatasetError(f"{where}: unknown validator {line_validator!r}; use one of {', '.join(VALIDATORS)}")
+    return Prompt(prompt, turns, max_tokens, expected, validator=line_validator)
+
+
+# --- ShareGPT -------------------------------------------------------------------------
+
+
+def load_sharegpt(spec: str, rest: str, seed: int, count: TokenCounter | None) -> PromptDataset:
+    """Conversations from a ShareGPT-format file: [{"conversations": [{"from", "value"}...]}].
+
+    The first human turn is the prompt and the model's reply to it the expected output;
+    the reply's length becomes max_tokens, so the run asks for as much as the recorded
+    model said (the convention of vLLM's and MLPerf's ShareGPT benchmarks).
+    """
+    path, params = _path_and_params(rest, ("n", "seed", "validator"), spec)
+    validator = _validator_param(params, spec)
+    try:
+        n = int(params["n"]) if "n" in params else None
+        s = int(params.get("seed", seed))
+    except ValueError as e:
+        raise DatasetError(f"dataset spec {spec!r}: n and seed must be integers") from e
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DatasetError(f"ShareGPT file {path}: {e.strerror}") from e
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"ShareGPT file {path}: not valid JSON ({e.msg} at line {e.lineno})") from e
+    if not isinstance(data, list):
+        raise DatasetError(f"ShareGPT file {path}: expected a JSON list of conversations")
+    measure = count or (lambda text: len(text.split()))
+    pairs: list[tuple[str, str]] = []
+    for conv in data:
+        turns = conv.get("conversations") if isinstance(conv, dict) else None
+        if not isinstance(turns, list):
+            continue
+        for a, b in zip(turns, turns[1:], strict=False):
+            if (
+                isinstance(a, dict) and isinstance(b, dict) and a.get("from") in ("human", "user")
+                and b.get("from") in ("gpt", "assistant", "model")
+                and isinstance(a.get("value"), str) and isinstance(b.get("value"), str)
+                and a["value"].strip() and b["value"].strip()
+            ):  # fmt: skip
+                pairs.append((a["value"], b["value"]))
+                break
+    if not pairs:
+        raise DatasetError(f"ShareGPT file {path}: no conversation with a human turn followed by a model turn")
+    # A seeded shuffle, so n=100 is a fair sample of the file rather than its first 100.
+    random.Random(s).shuffle(pairs)
+    chosen = pairs[: n or len(pairs)]
+    prompts = [
+        Prompt(q, None, max(1, measure(a)), a, measure(q), validator=validator)
+        for q, a in chosen
+    ]
+    source = {
+        "path": str(path), "seed": s, "conversations_usable": len(pairs), "validator": validator,
+        "lengths_counted_in": "tokenizer" if count else "words",
+    }  # fmt: skip
+    return PromptDataset("sharegpt", prompts, source)
+
+
+# --- synthetic ------------------------------------------------------------------------
+
+
+def length_sampler(value: str, key: str, spec: str) -> Callable[[np.random.Generator], int]:
+    """'128' or 'lognormal(1024,0.5)' -> a function drawing a length >= 1 from a generator."""
+    value = value.strip()
+    if value.isdigit():
+        n = int(value)
+        if n < 1:
+            raise DatasetError(f"dataset spec {spec!r}: {key} must be at least 1")
+        return lambda rng: n
+    m = _DIST.match(value)
+    if not m:
+        raise DatasetError(
+            f"dataset spec {spec!r}: {key}={value!r} is neither a number nor "
+            "lognormal(median,sigma) / normal(mean,std) / uniform(lo,hi)"
+        )
+    kind, a, b = m.group(1), float(m.group(2)), float(m.group(3))
+    if a <= 0 or b < 0 or (kind == "uniform" and b < a):
+        raise DatasetError(f"dataset spec {spec!r}: {key}={value!r} has impossible parameters")
+    if kind == "lognormal":
+        return lambda rng: max(1, int(round(a * np.exp(rng.normal(0.0, b)))))
+    if kind == "normal":
+        return lambda rng: max(1, int(round(rng.normal(a, b))))
+    return lambda rng: max(1, int(round(rng.uniform(a, b))))
+
+
+class _Words:
+    """Turns word draws into texts of an exact token length in the model's tokenizer.
+
+    Without a tokenizer every word counts as one token. With one, only words that are a
+    single token both at the start and after a space are kept; a text whose count still
+    differs (a merge across words) is trimmed or extended word by word until it matches.
+    """
+
+    def __init__(self, count: TokenCounter | None, spec: str) -> None:
+        self.count = count
+        # Without a tokenizer the original list (duplicates included) keeps old seeds' prompts.
+        words = list(_WORDS)
+        if count is not None:
+            words = [w for w in dict.fromkeys(_WORDS) if count(w) == 1 and count(" " + w) == 1]
+            if len(words) < 16:
+                raise DatasetError(
+                    f"dataset spec {spec!r}: only {len(words)} of the prompt words are one token in this "
+                    "model's tokenizer; synthetic prompts need at least 16"
+                )
+        self.words = words
+
+    def text(self, rng: np.random.Generator, k: int, lead: str = "", lead_tokens: int = 0) -> tuple[str, int]:
+        """(text, its token count): `lead` (of `lead_tokens` tokens) followed by k words."""
+        picks = [self.words[w] for w in rng.integers(0, len(self.words), size=k)]
+
+        def join() -> str:
+            body = " ".join(picks)
+            return f"{lead} {body}" if lead else body
+
+        text = join()
+        if self.count is None:
+            return text, lead_tokens + k
+        want = lead_tokens + k
+        got = self.count(text)
+        added = 0
+        while got != want and picks and added <= 4 * k + 16:
+            if got > want:
+                picks.pop()
+            else:
+                picks.append(self.words[added % len(self.words)])
+                added += 1
+            text = join()
+            got = self.count(text)
+        return text, got
+
+
+def synthetic_prompts(spec: str, params: dict[str, str], seed: int, count: TokenCounter | None = None) -> PromptDataset:
+    isl = params.pop("isl", "128")
+    osl = params.pop("osl", "64")
+    try:
+        n = int(params.pop("n", "256"))
+        s = int(params.pop("seed", str(seed)))
+        groups = int(params.pop("prefix_groups", "0"))
+        prefix_len = int(params.pop("prefix_len", "0"))
+    except ValueError as e:
+        raise DatasetError(f"dataset spec {spec!r}: n, seed, prefix_groups and prefix_len must be integers") from e
+    if n < 1:
+        raise DatasetError(f"dataset spec {spec!r}: n must be at least 1")
+    if (groups > 0) != (prefix_len > 0) or groups < 0 or prefix_len < 0:
+        raise DatasetError(f"dataset spec {spec!r}: shared prefixes need both prefix_groups >= 1 and prefix_len >= 1")
+    draw_in, draw_out = length_sampler(isl, "isl", spec), length_sampler(osl, "osl", spec)
+    words = _Words(count, spec)
+    prefixes: list[tuple[str, int]] = []
+    for g in range(groups):
+        prefixes.append(words.text(np.random.default_rng([s, _PREFIX_STREAM, g]), prefix_len))
+        if count is not None and prefixes[-1][1] != prefix_len:
+            raise DatasetError(f"dataset spec {spec!r}: prefix {g} came out {prefixes[-1][1]} tokens, not {prefix_len}")
+    prompts = []
+    for i in range(n):
+        # One generator per index: sample i is the same whatever n is.
+        rng = np.random.default_rng([s, i])
+        k = draw_in(rng)
+        if groups:
+            g = i % groups
+            lead, lead_n = prefixes[g]
+            text, got = words.text(rng, max(1, k - prefix_len), lead, lead_n)
+            prompts.append(Prompt(text, None, draw_out(rng), None, got, prefix_group=g, prefix_tokens=lead_n))
+        else:
+            text, got = words.text(rng, k)
+            prompts.append(Prompt(text, None, draw_out(rng), None, got))
+    source: dict[str, Any] = {
+        "isl": isl, "osl": osl, "seed": s, "lengths_counted_in": "tokenizer" if count else "words",
+    }  # fmt: skip
+    if groups:
+        source.update(prefix_groups=groups, prefix_len=prefix_len)
+    return PromptDataset("synthetic-prompts", prompts, source)
+
+
+def build_prompt_dataset(spec: str, seed: int, count_tokens: TokenCounter | None = None) -> PromptDataset:
+    """The dataset a spec names. `count_tokens` is the tokenizer of the model under test,
+    when the backend has one: synthetic lengths and ShareGPT output lengths are then counted
+    in that model's tokens."""
+    kind, _, rest = spec.partition(":")
+    if kind == "sharegpt":
+        return load_sharegpt(spec, rest, seed, count_tokens)
+    if kind in ("jsonl", "npy"):
+        # The runner resolves an existing file path to `npy:ABSPATH`; a .jsonl file is
+        # still a prompt file, so every spelling lands here.
+        path, params = _path_and_params(rest, ("validator",), spec)
+        return load_jsonl(path, _validator_param(params, spec))
+    if spec.endswith(".jsonl"):
+        return load_jsonl(Path(spec))
+    kind, params = parse_spec(spec)
+    if kind != "synthetic":
+        raise DatasetError(
+            f"unknown prompt dataset {spec!r}: use a .jsonl file of prompts, sharegpt:FILE.json or "
+            "synthetic:isl=N,osl=N[,n=N,seed=S,prefix_groups=G,prefix_len=L]"
+        )
+    ds = synthetic_prompts(spec, params, seed, count_tokens)
+    if params:
+        raise DatasetError(f"dataset spec {spec!r}: unknown parameter(s) {', '.join(params)}")
+    return ds

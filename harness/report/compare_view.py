@@ -1,0 +1,67 @@
+"""Views of comparisons and repeat aggregates (harness.analysis.compare) for the terminal and text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.analysis.compare import METRICS, markdown, table
+
+
+def render_aggregate(data: dict[str, Any], out: Console, repeat_dir: Path) -> None:
+    """The repeat aggregate: median, range and 95 % interval per headline figure."""
+    table = Table(title=f"{data['n']} runs, each in its own process", title_justify="left", box=None, header_style="dim")
+    for h in ("figure", "median", "min", "max", "95% CI of mean", "spread"):
+        table.add_column(h, justify="left" if h == "figure" else "right")
+    for m in METRICS:
+        s = data["metrics"].get(m.name)
+        if not s:
+            continue
+        ci = f"{s['ci95'][0]:,.4g} – {s['ci95'][1]:,.4g}" if s["ci95"] else "—"
+        spread = f"{s['relative_spread']:.1%}" if s["relative_spread"] is not None else "—"
+        table.add_row(f"{m.label} ({m.unit})" if m.unit else m.label, f"{s['median']:,.4g}", f"{s['min']:,.4g}",
+                      f"{s['max']:,.4g}", ci, spread)
+    out.print(table)
+    for w in data["warnings"]:
+        out.print(f"  [yellow]warning:[/] {w}", highlight=False)
+    out.print(f"  [dim]{repeat_dir}[/]")
+
+
+def comparison_text(comparison: Any, fmt: str) -> str:
+    """A comparison as JSON or Markdown text, for files and pipes."""
+    if fmt == "json":
+        return json.dumps(comparison.to_dict(), indent=2, default=str) + "\n"
+    return markdown(comparison)
+
+
+def render_comparison(comparison: Any, console: Console) -> None:
+    """A comparison in the terminal: the headline table, "comparable?", differences, rules."""
+    header, rows = table(comparison)
+    t = Table(title="headline figures (ratio: to the first)", title_justify="left", box=None, header_style="dim")
+    for i, h in enumerate(header):
+        t.add_column(h, justify="left" if i == 0 else "right")
+    for r in rows:
+        t.add_row(*r)
+    console.print(t)
+    style = "green" if comparison.verdict.startswith("comparable") else "yellow"
+    console.print(f"[{style}]{comparison.verdict}[/]", highlight=False)
+    if comparison.diffs:
+        d = Table("category", "setting", comparison.sides[0].label, "run", "value", box=None, header_style="dim")
+        for diff in comparison.diffs:
+            d.add_row(diff.category, diff.key, _short(diff.base), diff.run, _short(diff.other))
+        console.print(d)
+    for r in comparison.rules:
+        change = "n/a" if r.change is None else f"{r.change:+.2f}{'%' if r.rule.relative else ''}"
+        mark = "[red]FAIL[/]" if r.fired else "[green]ok[/]"
+        console.print(f"  {mark} {r.rule.text} · {r.side}: {change} · {r.note}", highlight=False)
+    if comparison.unexpected:
+        console.print(f"  [red]FAIL[/] differences outside --expect: {', '.join(comparison.unexpected)}")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "…"

@@ -1,0 +1,80 @@
+"""The terminal view of a run: the verdict first, then why, then tables.
+
+With the results folder at hand it also shows where the time went (the dominant stage),
+achieved vs target rate, and cost; from a bare summary only the summary's figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.report import figures as fig
+
+_COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
+
+
+def rich_table(title: str, spec: fig.Table) -> Table:
+    header, rows = spec
+    table = Table(title=title, title_justify="left", title_style="bold", header_style="dim", box=None, pad_edge=False)
+    for i, (h, right) in enumerate(zip(header, fig.numeric_columns(spec))):
+        table.add_column(h, justify="right" if right else "left", no_wrap=i == 0)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def render(summary: dict[str, Any], console: Console, run_dir: str | None = None) -> None:
+    from harness.analysis.run_data import load_run
+
+    data = load_run(Path(run_dir), summary) if run_dir and Path(run_dir).is_dir() else None
+    run, val, ours = summary["run"], summary["validity"], summary["harness"]
+    verdict = fig.verdict(summary)
+    color = _COLORS.get(verdict, "yellow")
+    lines = fig.headline(summary, data.cost if data else None)
+    console.print(f"[bold {color}]{verdict}[/]" + lines[0][len(verdict):], highlight=False)
+    for line in lines[1:]:
+        style = "bold yellow" if line.startswith("INCOMPLETE") else ""
+        if line.startswith("success"):
+            style = "green" if ours.get("success_rate") == 1 else "red"
+        console.print(f"  [{style}]{line}[/]" if style else f"  {line}", highlight=False)
+    for reason in val["reasons"]:
+        console.print(f"  [red]why:[/] {reason}")
+    for fix in val["fixes"]:
+        console.print(f"  [cyan]fix:[/] {fix}")
+
+    console.print(rich_table("throughput", fig.throughput_table(summary)))
+    if run["scenario"] != "Offline" and ours.get("samples"):
+        console.print(rich_table("latency", fig.latency_table(summary)))
+    if data is not None and data.breakdown:
+        bd = data.breakdown
+        dominant = bd["dominant"]
+        share = bd["stages"][dominant]["share"] if dominant else None
+        title = f"where the time went: {dominant} dominates ({fig.pct(share)} of mean latency)" if dominant else "breakdown"
+        console.print(rich_table(title, fig.breakdown_table(bd)))
+        r = data.rates
+        if r["target_per_s"] is not None:
+            console.print(rich_table("achieved vs target rate", fig.rate_table(r)))
+            for note in r["notes"]:
+                console.print(f"  [yellow]note:[/] {note}")
+    elif ours.get("samples"):
+        # No folder: the summary's own queue/service percentiles.
+        rows = [[f"{k} {p} (ms)", fig.ms(ours[f"{k}_ms"][p])] for k in ("queue", "service") for p in ("p50", "p99")]
+        console.print(rich_table("breakdown", (["stage", "harness"], rows)))
+    tokens = summary.get("tokens")
+    if isinstance(tokens, dict):
+        for spec in fig.tokens_tables(tokens):
+            console.print(rich_table("tokens", spec))
+    acc = summary.get("accuracy")
+    if acc and acc.get("metric"):
+        console.print(f"  accuracy {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,}")
+    if data is not None and data.cost:
+        console.print(rich_table(f"cost ({data.cost['currency']})", fig.cost_table(data.cost)))
+        console.print(rich_table("cost per unit", fig.cost_unit_table(data.cost)))
+    if summary["loadgen"].get("errors"):
+        console.print(f"  [red]LoadGen errors:[/] {'; '.join(summary['loadgen']['errors'])}")
+    if run_dir:
+        console.print(f"  [dim]{run_dir}[/]")

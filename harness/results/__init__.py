@@ -1,0 +1,1 @@
+"""Reading one results folder back: records, LoadGen's logs, summary.json, token figures, SLOs, KV-cache arithmetic, INVALID explained. The folder's file names and loaders live in harness.results.folder."""

@@ -1,0 +1,198 @@
+"""Where each request's time went, and whether the load that was asked for was delivered.
+
+Stages of one successful request, from records.csv (one monotonic clock per run):
+
+    queue       issue → dispatch            waited in the harness for a free worker
+    service     dispatch → first token      (generative), first byte (HTTP), or completion
+    generation  first token/byte → complete (0 for non-streaming backends)
+
+They partition the request exactly: queue + service + generation = complete − issue,
+so the stage that dominates is the one to fix. A backend may also report its own stages
+(e.g. tokenize, inference) in `stages.jsonl`, one line per request:
+`{"query_id": 1, "stages_ms": {"inference": 1.9}}`; they subdivide service time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.results import folder
+
+STAGES = ("queue", "service", "generation")
+#: completed below this fraction of the offered rate: the SUT did not keep up
+SATURATION_RATIO = 0.95
+
+
+def stage_times_ns(columns: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Per-request stage durations (ns) for every row, failed ones included."""
+    issue, dispatch, complete = columns["issue_ns"], columns["dispatch_ns"], columns["complete_ns"]
+    # The first sign of an answer: first token if the backend streams tokens, else first
+    # byte (HTTP), else nothing before completion.
+    first = np.where(columns["first_token_ns"] > 0, columns["first_token_ns"], columns["first_byte_ns"])
+    first = np.where(first > 0, first, complete)
+    return {
+        "queue": dispatch - issue,
+        "service": first - dispatch,
+        "generation": complete - first,
+        "e2e": complete - issue,
+    }
+
+
+def _stats_ms(values_ns: np.ndarray) -> dict[str, float | None]:
+    if len(values_ns) == 0:
+        return {"mean_ms": None, "p50_ms": None, "p99_ms": None}
+    s = np.sort(values_ns)
+    n = len(s)
+    return {
+        "mean_ms": float(s.mean()) / 1e6,
+        "p50_ms": float(s[min(n - 1, int(0.5 * n))]) / 1e6,
+        "p99_ms": float(s[min(n - 1, int(0.99 * n))]) / 1e6,
+    }
+
+
+def aggregate(columns: dict[str, Any]) -> dict[str, Any]:
+    """Stage statistics over successful requests; `share` is of the mean end-to-end latency.
+
+    Means add up (percentiles do not), so the shares of the mean sum to 1 and name the
+    dominant stage honestly.
+    """
+    ok = columns["status"] == "ok"
+    times = {k: v[ok] for k, v in stage_times_ns(columns).items()}
+    e2e_mean = float(times["e2e"].mean()) if len(times["e2e"]) else 0.0
+    stages: dict[str, dict[str, float | None]] = {}
+    for name in STAGES:
+        st = _stats_ms(times[name])
+        st["share"] = float(times[name].mean()) / e2e_mean if e2e_mean > 0 else None
+        stages[name] = st
+    streaming = bool(((columns["first_token_ns"] > 0) | (columns["first_byte_ns"] > 0))[ok].any())
+    dominant = max(STAGES, key=lambda k: stages[k]["share"] or 0.0) if e2e_mean > 0 else None
+    return {
+        "requests": int(ok.sum()),
+        "e2e": _stats_ms(times["e2e"]),
+        "stages": stages,
+        "dominant": dominant,
+        "service_ends_at": "first token or first byte" if streaming else "completion",
+    }
+
+
+def aggregate_from_summary(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The same aggregate from summary.json alone, for runs where nothing streamed.
+
+    summary.json's queue and service figures use these definitions on the same successful
+    records (queue + service = latency when there is no first token), so reading a
+    multi-GB records.csv again would only repeat them. None when that does not hold.
+    """
+    ours = summary.get("harness") or {}
+    if summary.get("tokens") or not ours.get("succeeded") or "queue_ms" not in ours:
+        return None
+    e2e_mean = ours["latency_ms"]["mean"] or 0.0
+    stages: dict[str, dict[str, float | None]] = {}
+    for name, block in (("queue", ours["queue_ms"]), ("service", ours["service_ms"])):
+        stages[name] = {"mean_ms": block["mean"], "p50_ms": block["p50"], "p99_ms": block["p99"],
+                        "share": block["mean"] / e2e_mean if e2e_mean > 0 else None}
+    stages["generation"] = {"mean_ms": 0.0, "p50_ms": 0.0, "p99_ms": 0.0, "share": 0.0 if e2e_mean > 0 else None}
+    lat = ours["latency_ms"]
+    return {
+        "requests": int(ours["succeeded"]),
+        "e2e": {"mean_ms": lat["mean"], "p50_ms": lat["p50"], "p99_ms": lat["p99"]},
+        "stages": stages,
+        "dominant": max(STAGES, key=lambda k: stages[k]["share"] or 0.0) if e2e_mean > 0 else None,
+        "service_ends_at": "completion",
+    }
+
+
+def backend_stages(run_dir: Path) -> dict[str, dict[str, float | None]] | None:
+    """Mean and p99 of each stage a backend reported in stages.jsonl; None when there is no file."""
+    if not (run_dir / folder.STAGES).is_file():
+        return None
+    values: dict[str, list[float]] = {}
+    for entry in folder.read_jsonl(run_dir, folder.STAGES):
+        for name, ms in (entry.get("stages_ms") or {}).items():
+            values.setdefault(str(name), []).append(float(ms))
+    out: dict[str, dict[str, float | None]] = {}
+    for name, v in values.items():
+        arr = np.sort(np.asarray(v))
+        out[name] = {"mean_ms": float(arr.mean()), "p99_ms": float(arr[min(len(arr) - 1, int(0.99 * len(arr)))]),
+                     "requests": len(arr)}
+    return out
+
+
+def rates(summary: dict[str, Any]) -> dict[str, Any]:
+    """Target vs offered vs achieved rate, and a plain verdict when the load was not delivered.
+
+    Target is what was asked (Server: target_qps), offered is what LoadGen scheduled,
+    completed counts every answered sample, succeeded only the good ones. A gap between
+    target and offered means the load generator (the client) fell behind; between offered
+    and completed, the SUT did.
+    """
+    scenario = summary["run"]["scenario"]
+    lg = summary.get("loadgen") or {}
+    ours = summary.get("harness") or {}
+    eff = lg.get("effective_settings") or {}
+    target = float(eff["target_qps"]) if scenario == "Server" and eff.get("target_qps") else None
+    offered = lg.get("scheduled_samples_per_s") if scenario == "Server" else None
+    duration = ours.get("duration_s") or 0.0
+    completed = ours["samples"] / duration if ours.get("samples") and duration > 0 else None
+    succeeded = ours.get("throughput_per_s")
+    notes: list[str] = []
+    saturated = None
+    if target and completed is not None:
+        # Judge the SUT against what LoadGen really offered: Poisson arrivals over a short
+        # run miss the target by a few percent by chance (1 s at 300/s: ±17 queries, 1 sigma).
+        basis = offered or target
+        saturated = completed < SATURATION_RATIO * basis
+        expected = target * duration
+        if offered is not None and expected > 0 and (target - offered) * duration > 3 * np.sqrt(expected):
+            notes.append(
+                f"LoadGen scheduled only {offered:,.1f}/s of the {target:,.1f}/s target, more than chance "
+                "explains: the load generator (client side) fell behind"
+            )
+        if saturated:
+            notes.append(
+                f"the SUT completed {completed:,.1f}/s of {basis:,.1f}/s offered: it is saturated, "
+                "so queue time grows for the whole run"
+            )
+    return {
+        "target_per_s": target,
+        "offered_per_s": offered,
+        "completed_per_s": completed,
+        "succeeded_per_s": succeeded,
+        "achieved_ratio": completed / target if target and completed is not None else None,
+        "saturated": saturated,
+        "notes": notes,
+    }
+
+
+def time_series(columns: dict[str, Any], bins: int | None = None) -> dict[str, np.ndarray]:
+    """Completions per second and mean stage times in equal time bins from the first issue.
+
+    By default about 20 requests per bin (5 to 60 bins): fewer per bin and the rates and
+    means are mostly noise, or empty bins.
+    """
+    if bins is None:
+        bins = int(np.clip(len(columns["status"]) // 20, 5, 60))
+    t0 = int(columns["issue_ns"].min())
+    done_s = (columns["complete_ns"] - t0) / 1e9
+    issue_s = (columns["issue_ns"] - t0) / 1e9
+    span = float(done_s.max()) if len(done_s) else 0.0
+    edges = np.linspace(0.0, max(span, 1e-6), bins + 1)
+    width = edges[1] - edges[0]
+    ok = columns["status"] == "ok"
+    idx = np.clip(np.searchsorted(edges, done_s[ok], side="right") - 1, 0, bins - 1)
+    times = stage_times_ns(columns)
+    means: dict[str, np.ndarray] = {}
+    counts = np.bincount(idx, minlength=bins)
+    for name in STAGES:
+        sums = np.bincount(idx, weights=times[name][ok].astype(float), minlength=bins)
+        means[name] = np.divide(sums, counts, out=np.zeros(bins), where=counts > 0) / 1e6
+    return {
+        "edges_s": edges,
+        "ok_per_s": np.histogram(done_s[ok], edges)[0] / width,
+        "failed_per_s": np.histogram(done_s[~ok], edges)[0] / width,
+        "issued_per_s": np.histogram(issue_s, edges)[0] / width,
+        "ok_count": counts,
+        **{f"{k}_mean_ms": v for k, v in means.items()},
+    }

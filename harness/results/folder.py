@@ -1,0 +1,139 @@
+"""The results folder: every file a run leaves, by name, and the one way to read each back.
+
+Writers (the runner, the child, `harness cost`) and readers (summary, check, compare,
+reports, submission) name files through these constants, and every reader goes through the
+loaders below, so a missing or damaged file is treated the same way everywhere: a
+`ResultsError` naming the file and what is wrong with it, or `None` where the file is
+optional and absent.
+
+    run.yaml              the resolved, re-runnable config (RUN_CONFIG)
+    system.json           the machine (SYSTEM)
+    manifest.json         sha256 of config, model, conf files and what the run produced (MANIFEST)
+    child.json/error.json what the child process reports: backend description and timings,
+                          or the error that stopped it, with its type and traceback (CHILD, ERROR)
+    records.csv           one row per sample (RECORDS; records.partial while the test runs)
+    tokens.jsonl          chunk times per generated request (TOKENS)
+    stages.jsonl          backend-reported stage times (STAGES)
+    summary.json          LoadGen's figures and ours (SUMMARY, schema SCHEMA_VERSION)
+    cost.json             cost per request and per successful task (COST)
+    mlperf_log_*          LoadGen's own logs (LOADGEN_*)
+    aggregate.json        in a --repeat folder: the runs and their aggregate (AGGREGATE)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import ResultsError
+
+RUN_CONFIG = "run.yaml"
+SYSTEM = "system.json"
+MANIFEST = "manifest.json"
+CHILD = "child.json"
+ERROR = "error.json"
+RECORDS = "records.csv"
+PARTIAL_RECORDS = "records.partial"
+TOKENS = "tokens.jsonl"
+STAGES = "stages.jsonl"
+SUMMARY = "summary.json"
+COST = "cost.json"
+AGGREGATE = "aggregate.json"
+REPORT_HTML = "report.html"
+AUDIT_CONFIG = "audit.config"  # LoadGen reads it from its working directory: the run folder
+AUDIT = "audit.json"
+LABELS = "labels.npy"  # the dataset's labels, for accuracy from mlperf_log_accuracy.json
+LOADGEN_SUMMARY = "mlperf_log_summary.txt"
+LOADGEN_DETAIL = "mlperf_log_detail.txt"
+LOADGEN_ACCURACY = "mlperf_log_accuracy.json"
+LOADGEN_TRACE = "mlperf_log_trace.json"
+
+#: summary.json's schema; readers refuse a newer one instead of misreading it
+SCHEMA_VERSION = 1
+
+
+def require_folder(run_dir: Path) -> None:
+    if not run_dir.exists():
+        raise ResultsError(f"{run_dir} does not exist: give the folder a run wrote (results/<stamp>-<name>-<scenario>)")
+    if not run_dir.is_dir():
+        raise ResultsError(f"{run_dir} is a file, not a results folder")
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"{path} is damaged: not UTF-8 text (byte {e.start})") from e
+    except OSError as e:
+        raise ResultsError(f"{path} cannot be read: {e.strerror}") from e
+
+
+def read_json(run_dir: Path, name: str, *, required: bool = False) -> dict[str, Any] | None:
+    """A JSON object file of the folder; `None` when absent and not required."""
+    path = run_dir / name
+    if not path.is_file():
+        if required:
+            raise ResultsError(f"{run_dir} has no {name}")
+        return None
+    try:
+        data = json.loads(_text(path))
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path} is damaged: not valid JSON (line {e.lineno}: {e.msg})") from e
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path} is damaged: a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def read_run_config(run_dir: Path, *, required: bool = True) -> dict[str, Any] | None:
+    """run.yaml as a mapping (validate it with RunConfig where it must still be runnable)."""
+    path = run_dir / RUN_CONFIG
+    if not path.is_file():
+        if required:
+            raise ResultsError(f"{run_dir} has no {RUN_CONFIG}: not a results folder")
+        return None
+    try:
+        data = yaml.safe_load(_text(path))
+    except yaml.YAMLError as e:
+        raise ResultsError(f"{path} is damaged: not valid YAML ({str(e).splitlines()[0]})") from e
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path} is damaged: a YAML {type(data).__name__}, not a mapping of settings")
+    return data
+
+
+def read_jsonl(run_dir: Path, name: str) -> list[dict[str, Any]]:
+    """One JSON object per line; absent: no entries. A line a crash cut short (not valid
+    JSON, or not an object) is skipped: the file is appended to while the test runs."""
+    path = run_dir / name
+    if not path.is_file():
+        return []
+    entries = []
+    for line in _text(path).splitlines():
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+def load_summary(run_dir: Path) -> dict[str, Any]:
+    """summary.json, checked for a schema this harness can read."""
+    require_folder(run_dir)
+    if not (run_dir / SUMMARY).is_file():
+        if (run_dir / RUN_CONFIG).is_file():
+            raise ResultsError(f"{run_dir} has no {SUMMARY}: the run did not finish writing it")
+        raise ResultsError(f"{run_dir} is not a results folder: it has neither {SUMMARY} nor {RUN_CONFIG}")
+    summary = read_json(run_dir, SUMMARY, required=True) or {}
+    version = summary.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{run_dir / SUMMARY} has schema_version {version!r}; this harness reads up to {SCHEMA_VERSION}: "
+            "upgrade loadgen-harness"
+        )
+    return summary

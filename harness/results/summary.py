@@ -1,0 +1,215 @@
+"""summary.json: LoadGen's figures and ours, side by side, built only from the results folder.
+
+Ours come from records.csv: latency = complete - issue of each *successful* sample (a
+failed sample never counts as a fast success), queue = dispatch - issue, service =
+complete - dispatch. LoadGen's come from mlperf_log_detail.txt. `agreement` holds the
+ratio ours/LoadGen for the figures both measure, so a drift is visible, and tests pin it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.results import folder
+from harness.results.explain import explain
+from harness.results.folder import SCHEMA_VERSION
+from harness.results.loadgen_log import effective_settings, read_accuracy_log, read_detail
+from harness.results.records import read_records
+from harness.results.token_metrics import read_token_entries, token_summary
+
+PERCENTILES = (50, 90, 95, 97, 99, 99.9)
+
+
+def _pkey(p: float) -> str:
+    return f"p{p:g}".replace(".", "_")
+
+
+def percentiles_ms(values_ns: np.ndarray) -> dict[str, float | None]:
+    """Nearest-rank percentiles as LoadGen computes them (sorted[int(p * n)]), plus mean/min/max."""
+    if len(values_ns) == 0:
+        return {**{_pkey(p): None for p in PERCENTILES}, "mean": None, "min": None, "max": None}
+    s = np.sort(values_ns)
+    n = len(s)
+    out: dict[str, float | None] = {_pkey(p): float(s[min(n - 1, int(p / 100 * n))]) / 1e6 for p in PERCENTILES}
+    out.update(mean=float(s.mean()) / 1e6, min=float(s[0]) / 1e6, max=float(s[-1]) / 1e6)
+    return out
+
+
+def _loadgen_latency_ms(lg: dict[str, Any], per_query: bool) -> dict[str, float | None]:
+    mid = "per_query_" if per_query else ""
+    out: dict[str, float | None] = {}
+    for p in PERCENTILES:
+        v = lg.get(f"result_{p:.2f}_percentile_{mid}latency_ns")
+        out[_pkey(p)] = v / 1e6 if v is not None else None
+    q = "query_" if per_query else ""
+    for stat in ("mean", "min", "max"):
+        v = lg.get(f"result_{stat}_{q}latency_ns")
+        out[stat] = v / 1e6 if v is not None else None
+    return out
+
+
+def _loadgen_throughput(scenario: str, lg: dict[str, Any]) -> float | None:
+    key = {
+        "Offline": "result_samples_per_second",
+        "Server": "result_completed_samples_per_sec",
+        "SingleStream": "result_qps_with_loadgen_overhead",
+    }.get(scenario)
+    v = lg.get(key) if key else None
+    return float(v) if v is not None else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _accuracy(run_dir: Path, child: dict[str, Any]) -> dict[str, Any] | None:
+    entries = read_accuracy_log(run_dir)
+    fmt = child.get("response_format")
+    labels_path = run_dir / folder.LABELS
+    if not entries or not fmt:
+        return None
+    dtype = np.dtype(fmt["dtype"])
+    result: dict[str, Any] = {"logged_samples": len(entries)}
+    if not labels_path.exists():
+        result["metric"] = None
+        result["note"] = "the dataset has no labels: outputs logged, no metric computed"
+        return result
+    labels = np.load(labels_path)
+    seen: dict[int, int] = {}
+    for e in entries:
+        data = bytes.fromhex(e["data"])
+        if not data:
+            continue  # a failed sample: no output to score, counted wrong below
+        out = np.frombuffer(data, dtype=dtype)
+        seen[int(e["qsl_idx"])] = int(out.argmax())
+    idx = sorted({int(e["qsl_idx"]) for e in entries})
+    correct = sum(1 for i in idx if seen.get(i) == int(labels[i]))
+    result.update(metric="top1", value=correct / len(idx) if idx else None, scored_samples=len(idx), correct=correct)
+    return result
+
+
+def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
+    # Each file is read once here and handed to the sections that need it.
+    config = folder.read_run_config(run_dir) or {}
+    scenario = config["scenario"]
+    child = folder.read_json(run_dir, folder.CHILD) or {}
+    lg, lg_errors, lg_warnings = read_detail(run_dir)
+
+    rec = read_records(run_dir) if (run_dir / folder.RECORDS).exists() else None
+    ours: dict[str, Any] = {"samples": 0}
+    agreement: dict[str, float | None] = {}
+    if rec is not None and len(rec):
+        c = rec.columns
+        ok = c["status"] == "ok"
+        n, n_ok = len(rec), int(ok.sum())
+        latency = (c["complete_ns"] - c["issue_ns"])[ok]
+        span_ns = int(c["complete_ns"].max() - c["issue_ns"].min())
+        failures = Counter(str(e).split(":", 1)[0] or "error" for e in c["error"][~ok])
+        ours = {
+            "samples": n,
+            "succeeded": n_ok,
+            "failed": n - n_ok,
+            "success_rate": n_ok / n,
+            "failures_by_reason": dict(failures),
+            "duration_s": span_ns / 1e9,
+            "throughput_per_s": n_ok / (span_ns / 1e9) if span_ns > 0 else None,
+            "latency_ms": percentiles_ms(latency),
+            "queue_ms": percentiles_ms((c["dispatch_ns"] - c["issue_ns"])[ok]),
+            "service_ms": percentiles_ms((c["complete_ns"] - c["dispatch_ns"])[ok]),
+            "batches": int(len(np.unique(c["batch_id"]))),
+        }
+        ours["mean_batch_size"] = n / ours["batches"] if ours["batches"] else None
+        if scenario == "MultiStream":
+            # LoadGen's MultiStream latency is per query: the samples issued in one call.
+            _, first = np.unique(c["issue_ns"], return_inverse=True)
+            done = np.zeros(first.max() + 1, dtype=np.int64)
+            np.maximum.at(done, first, c["complete_ns"])
+            starts = np.unique(c["issue_ns"])
+            ours["query_latency_ms"] = percentiles_ms(done - starts)
+        lg_tput = _loadgen_throughput(scenario, lg)
+        agreement["throughput"] = _ratio(ours["throughput_per_s"], lg_tput)
+        if ours["failed"]:
+            # LoadGen times failed samples like any other (often as very fast ones); ours
+            # exclude them, so latency figures are not expected to agree.
+            agreement["latency_note"] = f"{ours['failed']} failed samples are in LoadGen's latency, not in ours"
+        elif scenario in ("Server", "SingleStream"):
+            lgl = _loadgen_latency_ms(lg, per_query=False)
+            for k in ("p50", "p90", "p99"):
+                agreement[f"latency_{k}"] = _ratio(ours["latency_ms"][k], lgl[k])
+            # LoadGen times from its own issue stamp, the harness from its callback: the
+            # mean gap is LoadGen's hand-over delay, shown so it is never mistaken for SUT time.
+            if lgl["mean"] is not None and ours["latency_ms"]["mean"] is not None:
+                agreement["issue_delay_ms"] = lgl["mean"] - ours["latency_ms"]["mean"]
+        elif scenario == "MultiStream":
+            lgl = _loadgen_latency_ms(lg, per_query=True)
+            for k in ("p50", "p90", "p99"):
+                agreement[f"query_latency_{k}"] = _ratio(ours["query_latency_ms"][k], lgl[k])
+
+    validity = lg.get("result_validity")
+    reasons, fixes = explain(scenario, lg, ours)
+    if ours.get("failed"):
+        reasons.append(
+            f"{ours['failed']} of {ours['samples']} samples failed ({', '.join(f'{k}: {v}' for k, v in ours['failures_by_reason'].items())}); "
+            "LoadGen timed them, the harness's figures exclude them"
+        )
+    summary: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run": {
+            "name": config["name"],
+            "scenario": scenario,
+            "mode": config["mode"],
+            "backend": config["backend"],
+            "model": config.get("model"),
+            "dataset": config["dataset"],
+            "started_utc": run_status.get("started_utc"),
+        },
+        "status": run_status.get("status", "complete"),
+        "incomplete_reason": run_status.get("reason"),
+        "validity": {
+            "result": validity,
+            "min_duration_met": lg.get("result_min_duration_met"),
+            "min_queries_met": lg.get("result_min_queries_met"),
+            "perf_constraints_met": lg.get("result_perf_constraints_met"),
+            "early_stopping_met": lg.get("early_stopping_met"),
+            "early_stopping_result": (lg.get("early_stopping_result") or "").strip() or None,
+            "loadgen_invalid_reason": lg.get("result_invalid_reason"),
+            "reasons": reasons,
+            "fixes": fixes,
+        },
+        "loadgen": {
+            "throughput_per_s": _loadgen_throughput(scenario, lg),
+            "scheduled_samples_per_s": lg.get("result_scheduled_samples_per_sec"),
+            "qps_without_loadgen_overhead": lg.get("result_qps_without_loadgen_overhead"),
+            "query_count": lg.get("result_query_count"),
+            "latency_ms": _loadgen_latency_ms(lg, per_query=scenario == "MultiStream"),
+            "early_stopping_latency_ms": {
+                "single_stream": (lg["early_stopping_latency_ss"] / 1e6) if "early_stopping_latency_ss" in lg else None,
+                "multi_stream": (lg["early_stopping_latency_ms"] / 1e6) if "early_stopping_latency_ms" in lg else None,
+            },
+            "errors": lg_errors,
+            "warnings": lg_warnings,
+            "num_errors": lg.get("num_errors"),
+            "version": lg.get("loadgen_version"),
+            "effective_settings": effective_settings(lg),
+        },
+        "harness": ours,
+        "agreement": agreement,
+        "tokens": token_summary(rec, read_token_entries(run_dir), config, child, lg),
+        "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,
+        "timings_s": {k: child.get(k) for k in ("load_s", "warmup_s", "test_s")},
+        "sut": {k: child.get(k) for k in ("workers", "threads_per_worker", "issue_inline")} | {"max_batch": config.get("max_batch")},
+        "backend": child.get("backend"),
+        "dataset": child.get("dataset"),
+    }
+    return summary
+
+
+def write_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
+    summary = build_summary(run_dir, run_status)
+    (run_dir / folder.SUMMARY).write_text(json.dumps(summary, indent=2, default=float))
+    return summary

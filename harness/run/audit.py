@@ -1,0 +1,158 @@
+"""`harness audit TEST01|TEST04`: LoadGen's compliance audits, run and judged here.
+
+LoadGen reads `audit.config` beside its logs and lets it override the test settings;
+`harness.run.runner.run(..., audit_config=TEXT)` writes it before the child starts.
+
+TEST04 (caching): a normal run, then one where LoadGen issues the same sample every time
+(`performance_issue_same`). An honest SUT is no faster on a repeated sample; the audit run
+may not be more than 10 % faster (Offline: samples/s; SingleStream: p90 latency;
+MultiStream and Server: p99 latency).
+
+TEST01 (the performance run computes the real answers): an accuracy run, then a
+performance run in which LoadGen logs a seeded sample of outputs
+(`accuracy_log_sampling_target`). Every logged output must equal the accuracy run's output
+for the same sample; bit-for-bit, or within float tolerance (batching may change the last
+bits), counted apart.
+
+    results/<stamp>-<name>-<scenario>-TEST04/  reference/<run>  audit/<run>  audit.json
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.config.run_config import RunConfig
+from harness.errors import ConfigError
+from harness.results import folder
+from harness.results.loadgen_log import read_accuracy_log
+from harness.run import runner
+
+TESTS = ("TEST01", "TEST04")
+TEST04_MAX_SPEEDUP = 0.10
+TEST04_CONFIG = (
+    "# TEST04: issue the same sample for every query; a caching SUT gets faster\n"
+    "*.*.performance_issue_unique = 0\n"
+    "*.*.performance_issue_same = 1\n"
+    "*.*.performance_issue_same_index = 3\n"
+)
+# MLPerf's TEST01 seed; the sampling target is per benchmark there, a parameter here.
+TEST01_SEED = 720381539243781796
+
+
+def test01_config(sampling_target: int) -> str:
+    return (
+        "# TEST01: log a seeded sample of outputs in performance mode (mode 2)\n"
+        "*.*.mode = 2\n"
+        f"*.*.accuracy_log_rng_seed = {TEST01_SEED}\n"
+        f"*.*.accuracy_log_sampling_target = {sampling_target}\n"
+    )
+
+
+@dataclass
+class AuditResult:
+    test: str
+    passed: bool
+    audit_dir: Path
+    figures: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test": self.test, "passed": self.passed, "audit_dir": str(self.audit_dir),
+                "figures": self.figures, "message": self.message}
+
+
+def run_audit(test: str, config: RunConfig, output_root: Path, sampling_target: int = 64) -> AuditResult:
+    if test not in TESTS:
+        raise ConfigError(f"unknown audit {test!r}: use one of {', '.join(TESTS)}")
+    audit_dir = runner.new_results_dir(output_root, f"{config.name}-{config.scenario}-{test}")
+    if test == "TEST04":
+        result = _test04(config, audit_dir)
+    else:
+        result = _test01(config, audit_dir, sampling_target)
+    (audit_dir / folder.AUDIT).write_text(json.dumps(result.to_dict(), indent=2))
+    return result
+
+
+def _speed_figure(summary: dict[str, Any]) -> tuple[str, float | None, bool]:
+    """(figure name, value, higher is faster) for TEST04, per scenario."""
+    scenario = summary["run"]["scenario"]
+    h = summary["harness"]
+    if scenario == "Offline":
+        return "throughput_per_s", h.get("throughput_per_s"), True
+    if scenario == "SingleStream":
+        return "latency_p90_ms", (h.get("latency_ms") or {}).get("p90"), False
+    lat = h.get("query_latency_ms") if scenario == "MultiStream" else h.get("latency_ms")
+    return "latency_p99_ms", (lat or {}).get("p99"), False
+
+
+def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
+    config = config.model_copy(update={"mode": "PerformanceOnly"})
+    ref = runner.run(config, audit_dir / "reference")
+    aud = runner.run(config, audit_dir / "audit", audit_config=TEST04_CONFIG)
+    name, ref_v, higher = _speed_figure(ref.summary)
+    _, aud_v, _ = _speed_figure(aud.summary)
+    figures: dict[str, Any] = {"figure": name, "reference": ref_v, "audit": aud_v,
+                               "reference_run": str(ref.run_dir), "audit_run": str(aud.run_dir),
+                               "max_speedup": TEST04_MAX_SPEEDUP}
+    if ref_v is None or aud_v is None or not ref_v or not aud_v:
+        return AuditResult("TEST04", False, audit_dir, figures, f"no {name} in one of the runs: cannot judge")
+    speedup = aud_v / ref_v - 1 if higher else ref_v / aud_v - 1
+    figures["speedup"] = speedup
+    passed = speedup <= TEST04_MAX_SPEEDUP
+    verdict = "PASS" if passed else "FAIL"
+    message = (
+        f"TEST04 {verdict}: speed-up when LoadGen repeats one sample {speedup:+.1%} ({name} {ref_v:,.4g} → {aud_v:,.4g}); "
+        f"the limit is +{TEST04_MAX_SPEEDUP:.0%}"
+        + ("" if passed else ": the SUT answers repeated samples from a cache")
+    )
+    return AuditResult("TEST04", passed, audit_dir, figures, message)
+
+
+def _test01(config: RunConfig, audit_dir: Path, sampling_target: int) -> AuditResult:
+    acc = runner.run(config.model_copy(update={"mode": "AccuracyOnly"}), audit_dir / "reference")
+    # With audit.config in the run folder the child hands LoadGen every output; the
+    # config's sampling target decides what LoadGen actually logs.
+    perf_config = config.model_copy(update={"mode": "PerformanceOnly"})
+    aud = runner.run(perf_config, audit_dir / "audit", audit_config=test01_config(sampling_target))
+    reference = {int(e["qsl_idx"]): e["data"] for e in read_accuracy_log(acc.run_dir)}
+    logged = read_accuracy_log(aud.run_dir)
+    child = folder.read_json(acc.run_dir, folder.CHILD, required=True) or {}
+    fmt = child.get("response_format") or {}
+    exact = close = mismatched = missing = 0
+    for entry in logged:
+        want = reference.get(int(entry["qsl_idx"]))
+        if want is None:
+            missing += 1
+        elif entry["data"] == want:
+            exact += 1
+        elif fmt and _close(entry["data"], want, np.dtype(fmt["dtype"])):
+            close += 1
+        else:
+            mismatched += 1
+    figures = {"logged": len(logged), "exact": exact, "within_tolerance": close, "mismatched": mismatched,
+               "not_in_accuracy_run": missing, "accuracy_run": str(acc.run_dir), "audit_run": str(aud.run_dir),
+               "sampling_target": sampling_target}
+    passed = bool(logged) and mismatched == 0 and missing == 0
+    if not logged:
+        message = "TEST01 FAIL: the audit run logged no outputs"
+    else:
+        message = (
+            f"TEST01 {'PASS' if passed else 'FAIL'}: {exact} of {len(logged)} logged outputs equal the accuracy run's bit for bit, "
+            f"{close} within float tolerance, {mismatched} differ, {missing} not in the accuracy run"
+        )
+    return AuditResult("TEST01", passed, audit_dir, figures, message)
+
+
+def _close(a_hex: str, b_hex: str, dtype: np.dtype) -> bool:
+    a = np.frombuffer(bytes.fromhex(a_hex), dtype=dtype)
+    b = np.frombuffer(bytes.fromhex(b_hex), dtype=dtype)
+    if a.shape != b.shape:
+        return False
+    if dtype.kind == "f":
+        return bool(np.allclose(a, b, rtol=1e-4, atol=1e-6))
+    return bool(np.array_equal(a, b))

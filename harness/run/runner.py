@@ -1,0 +1,150 @@
+"""The parent side of a run: results folder, child process, summary.
+
+    RunConfig -> results/<timestamp>-<name>/ (run.yaml, system.json, manifest.json)
+              -> `python -m harness.child DIR` (one LoadGen test)
+              -> summary.json, built from the folder alone
+
+If the child crashes or is killed, the folder is still completed: summary.json says
+"incomplete" with the reason, and holds every record written so far.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.config import registry
+from harness.config.run_config import RunConfig, validate_backend_options
+from harness.data.hashing import sha256_file
+from harness.errors import BY_NAME, HarnessError, OutputError, RunError
+from harness.results import folder
+from harness.results.records import recover as recover_records
+from harness.results.summary import write_summary
+from harness.run.sysinfo import describe_system
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    summary: dict[str, Any]
+
+
+def resolve(config: RunConfig) -> RunConfig:
+    """Checks that need no model load, and paths made absolute so run.yaml re-runs anywhere here."""
+    backend_cls = registry.get(config.backend)
+    validate_backend_options(config, backend_cls.Options)
+    updates: dict[str, Any] = {}
+    for key in ("model", "mlperf_conf", "user_conf"):
+        value = getattr(config, key)
+        if value and Path(value).exists():
+            updates[key] = str(Path(value).resolve())
+        elif value and key != "model":
+            raise OutputError(f"{key}: file {value} does not exist")
+    kind, _, rest = config.dataset.partition(":")
+    if kind == "npy":
+        updates["dataset"] = f"npy:{Path(rest).resolve()}"
+    elif not rest and Path(config.dataset).exists():
+        # A bare path: a folder of samples, or a file (e.g. prompts.jsonl) its reader knows.
+        path = Path(config.dataset).resolve()
+        updates["dataset"] = f"npy:{path}" if path.is_dir() else str(path)
+    return config.model_copy(update=updates) if updates else config
+
+
+def new_results_dir(root: Path, label: str) -> Path:
+    """A new, unique `root/<timestamp>-<label>` folder; clear errors when root is unusable."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot create output dir {root}: {e.strerror}; pass --output-dir DIR") from e
+    if not os.access(root, os.W_OK):
+        raise OutputError(f"output dir {root} is not writable; pass --output-dir DIR")
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = root / f"{stamp}-{label}"
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+
+
+def _manifest(config: RunConfig, run_dir: Path) -> dict[str, Any]:
+    files: dict[str, str] = {folder.RUN_CONFIG: sha256_file(run_dir / folder.RUN_CONFIG)}
+    for key in ("model", "mlperf_conf", "user_conf"):
+        value = getattr(config, key)
+        if value and Path(value).is_file():
+            files[key] = sha256_file(Path(value))
+    return {
+        "harness_version": __version__,
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "sha256": files,
+    }
+
+
+def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -> RunOutcome:
+    """One test in a child process. `audit_config`: the text of a LoadGen compliance
+    audit.config (TEST01/TEST04), written into the folder before the child starts."""
+    config = resolve(config)
+    run_dir = new_results_dir(output_root, f"{config.name}-{config.scenario}")
+    if audit_config is not None:
+        (run_dir / folder.AUDIT_CONFIG).write_text(audit_config)
+    (run_dir / folder.RUN_CONFIG).write_text(config.to_yaml())
+    (run_dir / folder.SYSTEM).write_text(json.dumps(describe_system(), indent=2))
+    manifest = _manifest(config, run_dir)
+    (run_dir / folder.MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+    status: dict[str, Any] = {"started_utc": manifest["started_utc"], "status": "complete"}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.child", str(run_dir)])
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        status.update(status="incomplete", reason="interrupted by the user")
+    recover_records(run_dir)  # a crashed or killed child leaves its rows in records.partial
+    error = _child_error(run_dir)
+    if rc != 0 and status["status"] == "complete":
+        if rc < 0:
+            why = f"the test process was killed by signal {signal.Signals(-rc).name}"
+        elif error:
+            why = error["message"]
+        else:
+            why = f"the test process exited with code {rc}"
+        status.update(status="incomplete", reason=why)
+    summary = write_summary(run_dir, status)
+    # Hash what the run produced, so `harness check` can tell an edited record or summary.
+    for produced in (folder.RECORDS, folder.SUMMARY):
+        if (run_dir / produced).is_file():
+            manifest["sha256"][produced] = sha256_file(run_dir / produced)
+    (run_dir / folder.MANIFEST).write_text(json.dumps(manifest, indent=2))
+    if error and error.get("harness_error") and not summary["harness"].get("samples"):
+        # A configuration or model problem found before the test started: one clear line,
+        # raised as the type the child raised, so library callers can catch ModelError.
+        err: HarnessError = BY_NAME.get(error.get("type", ""), HarnessError)(f"{error['message']} (results folder: {run_dir})")
+        err.child_traceback = error.get("traceback")  # type: ignore[attr-defined]
+        raise err
+    if status["status"] != "complete" and error and not error.get("harness_error"):
+        # A bug of the harness (or the backend's runtime) in the child: a crash, not failed samples.
+        err = RunError(f"{status['reason']} (traceback in {run_dir / folder.ERROR}; --debug prints it)")
+        err.child_traceback = error.get("traceback")  # type: ignore[attr-defined]
+        raise err
+    return RunOutcome(run_dir, summary)
+
+
+def _child_error(run_dir: Path) -> dict[str, Any] | None:
+    return folder.read_json(run_dir, folder.ERROR)

@@ -1,0 +1,151 @@
+"""Every renderer on a run with failures and on a token run; the HTML page opens offline."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from harness.analysis.run_data import load_run
+from harness.cli import main
+from harness.report import write_report
+from harness.report.terminal import render
+from harness.results.folder import load_summary
+from tests.support.report_runs import http_token_run, server_run_with_failures, token_run
+
+COST = "currency: USD\ndevice_hourly: 2.5\ndevices: 1\nper_request: 0.001\noutput_per_1m_tokens: 0.6\nreview_per_task: 0.01\n"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("render")
+    server = server_run_with_failures(root)
+    runs = {"failures": server, "tokens": token_run(server, root / "tokens"), "http": http_token_run(root)}
+    sheet = root / "cost.yaml"
+    sheet.write_text(COST)
+    for run in runs.values():
+        result = CliRunner().invoke(main, ["cost", str(run), "--cost", str(sheet)])
+        assert result.exit_code == 0, result.output
+    return runs
+
+
+def _terminal(run: Path) -> str:
+    buf = io.StringIO()
+    render(load_summary(run), Console(file=buf, width=200, color_system=None), str(run))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
+def test_terminal_verdict_first_then_breakdown_and_cost(runs, kind):
+    text = _terminal(runs[kind])
+    data = load_run(runs[kind])
+    first = text.splitlines()[0]
+    assert first.startswith(data.summary["validity"]["result"])
+    ours = data.summary["harness"]
+    assert f"success {ours['success_rate'] * 100:.2f}% ({ours['succeeded']:,} of {ours['samples']:,})" in text
+    if ours["failed"]:
+        assert "failures: " + ", ".join(f"{k} {v}" for k, v in ours["failures_by_reason"].items()) in text
+    else:
+        assert "failures:" not in text
+    assert f"{data.breakdown['dominant']} ◀ dominant" in text
+    t = data.summary["timings_s"]  # setup outside LoadGen's timing is shown, not hidden
+    assert f"setup before LoadGen started: load {t['load_s']:.2f} s, warm-up {t['warmup_s']:.2f} s" in text
+    assert "per successful task" in text and "per request" in text
+    assert f"{data.summary['harness']['latency_ms']['p99']:.3f}" in text
+    if kind != "failures":
+        assert "ttft_ms" in text and f"{data.summary['tokens']['ttft_ms']['p50']:.3f}" in text
+    assert ("goodput: criterion" in text) == (kind == "tokens")
+    if kind == "http":
+        # 10 ms to the first token, then 11 tokens x 2 ms: generation dominates.
+        assert "generation ◀ dominant" in text
+        assert "ttft_ms (LoadGen)" in text
+
+
+@pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
+def test_markdown_has_the_tables(runs, kind):
+    text = write_report(runs[kind], "md")
+    data = load_run(runs[kind])
+    assert text.startswith(f"## **{data.summary['validity']['result']}")
+    for heading in ("### Throughput", "### Latency", "### Validity", "### Reliability", "### Where the time went", "### Cost (USD)"):
+        assert heading in text
+    assert (f"| failed: RuntimeError | {data.summary['harness']['failed']} |" in text) == (kind != "http")
+    assert f"| latency p99.9 (ms) | {data.summary['loadgen']['latency_ms']['p99_9']:.3f} |" in text
+    assert ("### Tokens" in text) == (kind != "failures")
+    assert "![" not in text  # no images needed in a PR comment
+
+
+@pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
+def test_html_is_self_contained_with_plots(runs, kind, tmp_path):
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(runs[kind]), "--format", "html", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    captions = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', page)
+    expected = ["latency CDF", "latency histogram", "latency over time", "throughput over time", "queue vs service breakdown"]
+    if kind != "failures":
+        expected += ["TTFT vs input length", "TPOT vs output length"]
+    assert captions == expected
+    # Offline: nothing is fetched. The only attribute that loads anything is an inline image.
+    assert not re.search(r"<(script|link|iframe|object|embed)\b", page)
+    assert not re.search(r"url\(", page)
+    assert re.findall(r"\b(?:src|href)=\"([a-z]+):", page) == ["data"] * len(expected)
+    if kind == "http":
+        # The server's URL is part of the config, shown as text, never loaded.
+        assert all(m.start() > page.index("<h2>config (run.yaml)</h2>") for m in re.finditer("http://", page))
+    else:
+        assert "http://" not in page and "https://" not in page
+    for section in ("config (run.yaml)", "system", "versions", "LoadGen effective settings"):
+        assert f"<h2>{section}</h2>" in page
+    assert "mlcommons-loadgen" in page and ("fail_every: 25" in page) == (kind != "http")
+
+
+def test_html_default_path_is_in_the_results_folder(runs):
+    result = CliRunner().invoke(main, ["report", str(runs["failures"]), "--format", "html"])
+    assert result.exit_code == 0, result.output
+    assert (runs["failures"] / "report.html").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
+def test_json_report_carries_summary_breakdown_rates_and_cost(runs, kind):
+    doc = json.loads(write_report(runs[kind], "json"))
+    assert doc["summary"] == load_summary(runs[kind])
+    assert doc["breakdown"]["dominant"] in ("queue", "service", "generation")
+    assert doc["rates"]["target_per_s"] == (50 if kind == "http" else 300)
+    assert doc["cost"]["total"] == pytest.approx(sum(i["amount"] for i in doc["cost"]["items"]))
+    if kind == "tokens":
+        # Token totals come from the records; the hand-built tokens section states the same.
+        assert doc["cost"]["usage"]["output_tokens"] == doc["summary"]["tokens"]["output_tokens"]
+        assert doc["cost"]["per_successful_task"] * doc["summary"]["tokens"]["goodput"]["requests"] == pytest.approx(
+            doc["cost"]["total"]
+        )
+
+
+@pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
+def test_csv_and_jsonl_export_every_record_with_stage_times(runs, kind):
+    summary = load_summary(runs[kind])
+    rows = list(csv.DictReader(io.StringIO(write_report(runs[kind], "csv"))))
+    assert len(rows) == summary["harness"]["samples"]
+    assert sum(r["status"] == "error" for r in rows) == summary["harness"]["failed"]
+    for r in rows:
+        parts = float(r["queue_ms"]) + float(r["service_ms"]) + float(r["generation_ms"])
+        assert parts == pytest.approx(float(r["e2e_ms"]), abs=1e-9)
+        assert float(r["e2e_ms"]) == pytest.approx((int(r["complete_ns"]) - int(r["issue_ns"])) / 1e6)
+    lines = write_report(runs[kind], "jsonl").splitlines()
+    assert len(lines) == len(rows)
+    first = json.loads(lines[0])
+    assert first["query_id"] == int(rows[0]["query_id"]) and first["e2e_ms"] == pytest.approx(float(rows[0]["e2e_ms"]))
+    if kind != "failures":
+        assert all(float(r["generation_ms"]) > 0 for r in rows)
+
+
+def test_report_cli_prints_text_formats_to_stdout(runs):
+    result = CliRunner().invoke(main, ["report", str(runs["failures"]), "--format", "md"])
+    assert result.exit_code == 0 and result.output.startswith("## **")
+    missing = CliRunner().invoke(main, ["report", str(runs["failures"] / "nope")])
+    assert missing.exit_code == 2 and "is not a results folder" in missing.output

@@ -1,0 +1,56 @@
+"""Compliance audits through LoadGen's own audit.config: TEST04 catches a SUT that caches
+repeated samples and passes an honest one; TEST01 matches logged outputs to accuracy mode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.config.run_config import RunConfig
+from harness.results.loadgen_log import read_detail
+from harness.run.audit import run_audit
+
+# 1 ms per sample, batches of 16, one worker (one emulated device): at most 1000 samples/s
+# when every sample is computed; mostly sleep, so a loaded 2-core box moves it little.
+OFFLINE = ["--backend", "synthetic", "--scenario", "Offline", "--set", "per_sample_ms=1.0", "--set", "max_batch=16",
+           "--set", "workers=1",
+           "--set", "offline_expected_qps=1200", "--set", "min_duration_s=0.4"]
+
+
+def test_test04_catches_a_caching_sut(tmp_path: Path):
+    out = subprocess.run([sys.executable, "-m", "harness", "audit", "TEST04", *OFFLINE, "--set", "cache_repeats=true",
+                          "--output-dir", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    result = json.loads(out.stdout)
+    f = result["figures"]
+    assert result["passed"] is False and f["figure"] == "throughput_per_s"
+    assert f["speedup"] > 2.0  # cached answers cost nothing: many times faster, far past +10 %
+    assert f["audit"] / f["reference"] - 1 == f["speedup"]
+    audit_run = Path(f["audit_run"])
+    assert "performance_issue_same = 1" in (audit_run / "audit.config").read_text()
+    lg, _, _ = read_detail(audit_run)
+    assert lg["effective_performance_issue_same"] is True and lg["effective_performance_issue_same_index"] == 3
+    assert json.loads((Path(result["audit_dir"]) / "audit.json").read_text())["passed"] is False
+
+
+def test_test04_passes_an_honest_sut(tmp_path: Path):
+    config = RunConfig(backend="synthetic", scenario="Offline", max_batch=16, workers=1, offline_expected_qps=1200,
+                       min_duration_s=0.4, backend_options={"per_sample_ms": 1.0})
+    result = run_audit("TEST04", config, tmp_path)
+    assert result.passed, result.message
+    assert abs(result.figures["speedup"]) < 0.10
+    assert 700 < result.figures["reference"] <= 1000 * 1.01
+
+
+def test_test01_logged_outputs_match_accuracy_mode(tmp_path: Path, embedded_model: Path):
+    config = RunConfig(backend="onnxruntime", model=str(embedded_model), dataset="digits", scenario="Offline",
+                       max_batch=32, offline_expected_qps=20_000, min_duration_s=0.3)
+    result = run_audit("TEST01", config, tmp_path, sampling_target=50)
+    f = result.figures
+    assert result.passed, result.message
+    assert f["logged"] >= 40 and f["mismatched"] == 0 and f["not_in_accuracy_run"] == 0
+    assert f["exact"] + f["within_tolerance"] == f["logged"]
+    lg, _, _ = read_detail(Path(f["audit_run"]))
+    assert lg["effective_accuracy_log_sampling_target"] == 50 and lg["effective_test_mode"] == "PerformanceOnly"
