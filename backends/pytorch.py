@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import sys
@@ -103,12 +104,24 @@ class PyTorchBackend(Backend):
     def load(self, ctx: LoadContext) -> None:
         import torch
 
+        # torch's intra-op thread count is per calling thread (OpenMP): set for this
+        # backend's own work and given back, so a second backend in the process (parity)
+        # and the harness keep theirs; predict does the same for each call.
+        self.threads = self.options.threads or ctx.threads
+        before = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        try:
+            self._load(ctx)
+        finally:
+            torch.set_num_threads(before)
+
+    def _load(self, ctx: LoadContext) -> None:
+        import torch
+
         o = self.options
         self._torch = torch
         self._model_ref = ctx.model
         self.device = resolve_device(o.device)
-        self.threads = o.threads or ctx.threads
-        torch.set_num_threads(self.threads)
         t0 = time.perf_counter()
         loaded = load_model(ctx.model, o, ctx.seed)
         if loaded.source == "torchscript" and o.compile != "off":
@@ -223,6 +236,19 @@ class PyTorchBackend(Backend):
         self.warmup_s = time.perf_counter() - t0
 
     def predict(self, batch: Batch) -> Outputs:
+        # torch's thread count is per calling thread: this call runs with the backend's and
+        # gives the caller's back (~0.5 us when they differ, as in Offline's 1-thread workers).
+        torch = self._torch
+        before = torch.get_num_threads()
+        if before == self.threads:
+            return self._predict(batch)
+        torch.set_num_threads(self.threads)
+        try:
+            return self._predict(batch)
+        finally:
+            torch.set_num_threads(before)
+
+    def _predict(self, batch: Batch) -> Outputs:
         # The hot path: work that a configuration does not need is skipped, not done as a no-op.
         torch = self._torch
         xs = [torch.from_numpy(np.ascontiguousarray(batch[s.name])) for s in self._specs]
@@ -294,7 +320,7 @@ class PyTorchBackend(Backend):
             "padded_batch": self.pad_to,
             "load_model_s": self.load_model_s,
             "warmup_s": self.warmup_s,
-            "threads": torch.get_num_threads(),
+            "threads": self.threads,  # what every call of this backend runs with (predict sets it)
             "inference_mode": o.inference_mode,
             "channels_last": o.channels_last,
             "inputs": [s.__dict__ for s in self._specs],
@@ -378,11 +404,7 @@ def _import(module_part: str, ref: str) -> Any:
     """A dotted module name, or a .py file given by path (no PYTHONPATH needed)."""
     try:
         if not module_part.endswith(".py"):
-            # Like `uvicorn main:app`: a package in the current folder is found whether the
-            # harness runs as `python -m harness` (cwd on sys.path) or as the `harness` script.
-            cwd = str(Path.cwd())
-            if cwd not in sys.path and "" not in sys.path:
-                sys.path.insert(0, cwd)
+            _import_top_from_cwd(module_part.partition(".")[0])
             return importlib.import_module(module_part)
         file = Path(module_part)
         if not file.is_file():
@@ -404,6 +426,24 @@ def _import(module_part: str, ref: str) -> Any:
         raise ModelError(f"--model {ref}: importing {module_part!r} raised {type(e).__name__}: {_first_line(e)}") from e
 
 
+def _import_top_from_cwd(top: str) -> None:
+    """Like `uvicorn main:app`: a package in the current folder is found whether the harness
+    runs as `python -m harness` (cwd on sys.path) or as the `harness` script (it is not).
+    The package is imported from the folder by path; sys.path stays as it was."""
+    if top in sys.modules or importlib.util.find_spec(top) is not None:
+        return
+    spec = importlib.machinery.PathFinder.find_spec(top, [str(Path.cwd())])
+    if spec is None or spec.loader is None:
+        return  # importlib.import_module then names what is missing
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[top] = module  # submodules of a package are found through it
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[top]
+        raise
+
+
 def _load_callable(ref: str, options: PyTorchOptions, seed: int) -> LoadedModel:
     import torch
 
@@ -413,9 +453,12 @@ def _load_callable(ref: str, options: PyTorchOptions, seed: int) -> LoadedModel:
     if not callable(fn):
         found = sorted(k for k, v in vars(mod).items() if callable(v) and not k.startswith("_"))
         raise ModelError(f"--model {ref}: {module_part} has no callable {fn_name!r} (callables there: {', '.join(found) or 'none'})")
-    torch.manual_seed(seed)  # randomly initialised layers come out the same on every run
+    # Randomly initialised layers come out the same on every run; fork_rng gives the global
+    # generator back as it was, so a second backend in the process (parity) is not reseeded.
     try:
-        module = fn(**options.model_kwargs)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            module = fn(**options.model_kwargs)
     except Exception as e:
         raise ModelError(f"--model {ref}: calling {fn_name}(**model_kwargs) raised {type(e).__name__}: {_first_line(e)}") from e
     if not isinstance(module, torch.nn.Module):

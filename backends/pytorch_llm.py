@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import queue
 import threading
 import time
@@ -105,9 +104,6 @@ class PyTorchLLMBackend(Backend):
 
     # --- load ------------------------------------------------------------------------------
     def load(self, ctx: LoadContext) -> None:
-        # Forced before transformers is imported: a missing file must fail, never download.
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ["TRANSFORMERS_OFFLINE"] = "1"
         import torch
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -122,9 +118,7 @@ class PyTorchLLMBackend(Backend):
         # One core is left to LoadGen and the event loop, which stamp every token: on this
         # 2-core machine under load, 2 intra-op threads decoded SmolLM2 ~10x slower (0.5 s
         # a token) than 1 (55 ms), the OpenMP threads waiting on a core the loop held.
-        self.threads = o.threads or max(1, ctx.threads - 1)
-        torch.set_num_threads(self.threads)
-        torch.manual_seed(ctx.seed)
+        self.threads = o.threads or max(1, ctx.threads - 1)  # set in the generation thread itself
         self._gen = torch.Generator(device=self.device).manual_seed(ctx.seed)
         directory, gguf = _resolve_model(ctx.model, o.gguf_file)
         if gguf:
@@ -132,6 +126,8 @@ class PyTorchLLMBackend(Backend):
                 import gguf as _gguf  # noqa: F401 - transformers needs it to read the file
             except ImportError as e:
                 raise BackendError(f"{gguf} is a GGUF file: reading it needs the gguf package: pip install 'loadgen-harness[llm]'") from e
+        # local_files_only: a missing file fails, never downloads (an argument, not the
+        # HF_HUB_OFFLINE environment variable, so the process's environment stays as it was).
         kwargs: dict[str, Any] = {"local_files_only": True}
         if gguf:
             kwargs["gguf_file"] = gguf
@@ -231,6 +227,9 @@ class PyTorchLLMBackend(Backend):
             yield item
 
     def _generation_loop(self) -> None:
+        # torch's intra-op thread count is per calling thread: this thread's own setting,
+        # leaving the process's (and any other backend's) as it was.
+        self._torch.set_num_threads(self.threads)
         while True:
             job = self._jobs.get()
             if job is _STOP:
