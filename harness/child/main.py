@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from backends.base import LoadContext
 from harness.child.record_writer import RecordWriter
@@ -117,7 +118,7 @@ def run_test(run_dir: Path) -> dict[str, Any]:
         config.mode in ("AccuracyOnly", "SubmissionRun")
         or bool(config.accuracy_log_probability)
         or bool(config.accuracy_log_sampling_target)
-        or (run_dir / "audit.config").exists()
+        or (run_dir / folder.AUDIT_CONFIG).exists()
     )
     inline = False
     if sut_factory is None:
@@ -141,6 +142,7 @@ def run_test(run_dir: Path) -> dict[str, Any]:
             return_outputs=return_outputs,
             coalesce_us=config.completion_coalesce_us,
             inline=inline,
+            crash=lambda exc: crash(run_dir, records, exc),
         )
     else:
         sut = sut_factory(records, return_outputs)
@@ -198,22 +200,41 @@ def run_test(run_dir: Path) -> dict[str, Any]:
     }
 
 
+def write_error(run_dir: Path, exc: BaseException) -> bool:
+    """error.json: the type and traceback cross the process boundary, so the parent
+    re-raises a HarnessError as its own type and --debug prints this traceback, not the
+    parent's. True when the error is a HarnessError (bad input, not a bug)."""
+    ours = isinstance(exc, HarnessError)
+    (run_dir / folder.ERROR).write_text(json.dumps({
+        "type": type(exc).__name__,
+        "message": str(exc) if ours else f"{type(exc).__name__}: {exc}",
+        "harness_error": ours,
+        "exit_code": exc.exit_code if ours else EXIT_INTERNAL,
+        "traceback": "".join(traceback.format_exception(exc)),
+    }))
+    return ours
+
+
+def crash(run_dir: Path, records: RecordWriter, exc: BaseException) -> NoReturn:
+    """A bug in the harness's own code during the test ends the run now, as a crash.
+
+    It must not become failed samples (that hides the bug as "100 % failed"), and LoadGen
+    has no abort: it would wait forever for the samples the failing thread was serving. So
+    the process keeps what it recorded and exits; the parent marks the folder incomplete
+    and re-raises with this traceback."""
+    try:
+        write_error(run_dir, exc)
+        records.close()
+    finally:
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
     run_dir = Path(argv[0])
     try:
         info = run_test(run_dir)
     except BaseException as e:  # noqa: BLE001 - report anything, with its traceback, to the parent
-        # The type and traceback cross the process boundary: the parent re-raises a
-        # HarnessError as its own type, and --debug prints this traceback, not the parent's.
-        ours = isinstance(e, HarnessError)
-        (run_dir / folder.ERROR).write_text(json.dumps({
-            "type": type(e).__name__,
-            "message": str(e) if ours else f"{type(e).__name__}: {e}",
-            "harness_error": ours,
-            "exit_code": e.exit_code if ours else EXIT_INTERNAL,
-            "traceback": traceback.format_exc(),
-        }))
-        return 2 if ours else 1
+        return 2 if write_error(run_dir, e) else 1
     (run_dir / folder.CHILD).write_text(json.dumps(info, indent=2, default=str))
     return 0
 

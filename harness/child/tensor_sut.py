@@ -97,6 +97,7 @@ class TensorSUT:
         return_outputs: bool,
         coalesce_us: float = 0.0,
         inline: bool = False,
+        crash: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.backend = backend
         self.dataset = dataset
@@ -115,6 +116,9 @@ class TensorSUT:
         self._batch_ids = itertools.count()  # next() is atomic under the GIL
         self.failed = 0
         self._inline = inline
+        # Called with an exception of the harness's own code (not the backend's): the child
+        # ends the run as a crash. None (tests that drive the SUT directly): re-raised.
+        self._crash = crash
         self._inline_held = _Held(make_response)  # never holds a result (nothing queues behind an inline call); keeps its blanks
         self._threads = [
             threading.Thread(target=self._work, args=(w,), name=f"worker-{w}", daemon=True)
@@ -124,7 +128,10 @@ class TensorSUT:
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
         if self._inline:
-            self._issue_inline(query_samples)
+            try:
+                self._issue_inline(query_samples)
+            except BaseException as e:
+                self._crashed(e)
             return
         # Only stamp and enqueue: an Offline query can hold millions of samples, and
         # unpacking them here would stall LoadGen's thread. Workers unpack in batches.
@@ -188,7 +195,18 @@ class TensorSUT:
                 else:
                     run[1] = end
 
+    def _crashed(self, exc: BaseException) -> None:
+        if self._crash is None:
+            raise exc
+        self._crash(exc)
+
     def _work(self, worker: int) -> None:
+        try:
+            self._work_loop(worker)
+        except BaseException as e:  # the backend's own exceptions never reach here (_serve)
+            self._crashed(e)
+
+    def _work_loop(self, worker: int) -> None:
         cv = self._cv
         share = len(self._threads) > 1
         held = _Held(self._response)  # served, not yet completed to LoadGen
@@ -244,8 +262,10 @@ class TensorSUT:
         outputs = None
         ids, indices, issued = items
         n = len(ids)
+        # Only the backend's call is guarded: an exception of the harness's own code
+        # (dataset.batch included) is a bug, and ends the run as a crash (see _work).
+        batch = self.dataset.batch(indices)
         try:
-            batch = self.dataset.batch(indices)
             outputs = self.backend.predict(batch)
             if self.return_outputs:
                 first = np.asarray(outputs[0])
