@@ -22,6 +22,7 @@ run: install
 	$(BIN)/harness run
 
 test: install-test
+	$(BIN)/lint-imports  # the layer contracts of pyproject.toml (docs/architecture.md)
 	$(BIN)/python -m pytest -q
 
 bench: install-test
