@@ -28,13 +28,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from backends.base import Backend
+from harness.child.issue_queue import IssueQueue, Taken
 from harness.child.record_writer import RecordWriter
 from harness.data.datasets import Dataset
 
@@ -77,11 +77,6 @@ class _Held:
         self.calls.append(call)
 
 
-# Samples a worker took from the queue, one list per column (query ids, dataset indices,
-# issue times): three lists cost less than a tuple per sample.
-Taken = tuple[list[int], list[int], list[int]]
-
-
 class TensorSUT:
     def __init__(
         self,
@@ -108,7 +103,7 @@ class TensorSUT:
         self.batch_timeout_ns = int(batch_timeout_ms * 1e6)
         self.coalesce_ns = int(coalesce_us * 1e3)
         self.return_outputs = return_outputs
-        self._queue: deque[list[Any]] = deque()  # [samples, next position, issue time]
+        self._queue = IssueQueue()
         self._take_lock = threading.Lock()
         self._cv = threading.Condition()
         self._waiting = 0  # workers inside cv.wait(); issue() notifies only when one is
@@ -172,28 +167,8 @@ class TensorSUT:
     # --- workers -----------------------------------------------------------------------
     def _take(self, limit: int, taken: Taken) -> None:
         """Move up to `limit` queued samples into `taken`."""
-        ids, indices, issued = taken
-        want = len(ids) + limit
         with self._take_lock:
-            q = self._queue
-            while q and len(ids) < want:
-                run = q[0]
-                samples, pos, t = run
-                end = min(len(samples), pos + want - len(ids))
-                if end - pos == 1:  # Server: one sample per query; no comprehension frames
-                    s = samples[pos]
-                    ids.append(s.id)
-                    indices.append(s.index)
-                    issued.append(t)
-                else:
-                    part = samples[pos:end]
-                    ids += [s.id for s in part]
-                    indices += [s.index for s in part]
-                    issued += [t] * len(part)
-                if end == len(samples):
-                    q.popleft()
-                else:
-                    run[1] = end
+            self._queue.take(limit, taken)
 
     def _crashed(self, exc: BaseException) -> None:
         if self._crash is None:
