@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.results.summary import PERCENTILES
+from harness.results.stats import PERCENTILE_KEYS
 
 Table = tuple[list[str], list[list[str]]]
 
-LATENCY_KEYS = tuple(f"p{p:g}".replace(".", "_") for p in PERCENTILES) + ("mean", "min", "max")
+LATENCY_KEYS = PERCENTILE_KEYS + ("mean", "min", "max")
 
 
 def numeric_columns(spec: Table) -> list[bool]:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from harness.results import folder
+from harness.results.stats import NS_PER_MS, distribution
 
 STAGES = ("queue", "service", "generation")
 #: completed below this fraction of the offered rate: the SUT did not keep up
@@ -42,15 +43,8 @@ def stage_times_ns(columns: dict[str, Any]) -> dict[str, np.ndarray]:
 
 
 def _stats_ms(values_ns: np.ndarray) -> dict[str, float | None]:
-    if len(values_ns) == 0:
-        return {"mean_ms": None, "p50_ms": None, "p99_ms": None}
-    s = np.sort(values_ns)
-    n = len(s)
-    return {
-        "mean_ms": float(s.mean()) / 1e6,
-        "p50_ms": float(s[min(n - 1, int(0.5 * n))]) / 1e6,
-        "p99_ms": float(s[min(n - 1, int(0.99 * n))]) / 1e6,
-    }
+    d = distribution(values_ns, unit=NS_PER_MS, percentiles=(50, 99))
+    return {"mean_ms": d["mean"], "p50_ms": d["p50"], "p99_ms": d["p99"]}
 
 
 def aggregate(columns: dict[str, Any]) -> dict[str, Any]:
@@ -114,9 +108,8 @@ def backend_stages(run_dir: Path) -> dict[str, dict[str, float | None]] | None:
             values.setdefault(str(name), []).append(float(ms))
     out: dict[str, dict[str, float | None]] = {}
     for name, v in values.items():
-        arr = np.sort(np.asarray(v))
-        out[name] = {"mean_ms": float(arr.mean()), "p99_ms": float(arr[min(len(arr) - 1, int(0.99 * len(arr)))]),
-                     "requests": len(arr)}
+        d = distribution(np.asarray(v), percentiles=(99,))
+        out[name] = {"mean_ms": d["mean"], "p99_ms": d["p99"], "requests": len(v)}
     return out
 
 

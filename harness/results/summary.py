@@ -20,24 +20,13 @@ from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
 from harness.results.loadgen_log import effective_settings, read_accuracy_log, read_detail
 from harness.results.records import read_records
+from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
-
-PERCENTILES = (50, 90, 95, 97, 99, 99.9)
-
-
-def _pkey(p: float) -> str:
-    return f"p{p:g}".replace(".", "_")
 
 
 def percentiles_ms(values_ns: np.ndarray) -> dict[str, float | None]:
-    """Nearest-rank percentiles as LoadGen computes them (sorted[int(p * n)]), plus mean/min/max."""
-    if len(values_ns) == 0:
-        return {**{_pkey(p): None for p in PERCENTILES}, "mean": None, "min": None, "max": None}
-    s = np.sort(values_ns)
-    n = len(s)
-    out: dict[str, float | None] = {_pkey(p): float(s[min(n - 1, int(p / 100 * n))]) / 1e6 for p in PERCENTILES}
-    out.update(mean=float(s.mean()) / 1e6, min=float(s[0]) / 1e6, max=float(s[-1]) / 1e6)
-    return out
+    """A latency block of summary.json: LoadGen's percentiles of ns values, mean, min, max, in ms."""
+    return distribution(values_ns, unit=NS_PER_MS)
 
 
 def _loadgen_latency_ms(lg: dict[str, Any], per_query: bool) -> dict[str, float | None]:
@@ -45,11 +34,11 @@ def _loadgen_latency_ms(lg: dict[str, Any], per_query: bool) -> dict[str, float 
     out: dict[str, float | None] = {}
     for p in PERCENTILES:
         v = lg.get(f"result_{p:.2f}_percentile_{mid}latency_ns")
-        out[_pkey(p)] = v / 1e6 if v is not None else None
+        out[percentile_key(p)] = v / NS_PER_MS if v is not None else None
     q = "query_" if per_query else ""
     for stat in ("mean", "min", "max"):
         v = lg.get(f"result_{stat}_{q}latency_ns")
-        out[stat] = v / 1e6 if v is not None else None
+        out[stat] = v / NS_PER_MS if v is not None else None
     return out
 
 
@@ -61,10 +50,6 @@ def _loadgen_throughput(scenario: str, lg: dict[str, Any]) -> float | None:
     }.get(scenario)
     v = lg.get(key) if key else None
     return float(v) if v is not None else None
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
 
 
 def _accuracy(run_dir: Path, child: dict[str, Any]) -> dict[str, Any] | None:
@@ -132,7 +117,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             starts = np.unique(c["issue_ns"])
             ours["query_latency_ms"] = percentiles_ms(done - starts)
         lg_tput = _loadgen_throughput(scenario, lg)
-        agreement["throughput"] = _ratio(ours["throughput_per_s"], lg_tput)
+        agreement["throughput"] = ratio(ours["throughput_per_s"], lg_tput)
         if ours["failed"]:
             # LoadGen times failed samples like any other (often as very fast ones); ours
             # exclude them, so latency figures are not expected to agree.
@@ -140,7 +125,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         elif scenario in ("Server", "SingleStream"):
             lgl = _loadgen_latency_ms(lg, per_query=False)
             for k in ("p50", "p90", "p99"):
-                agreement[f"latency_{k}"] = _ratio(ours["latency_ms"][k], lgl[k])
+                agreement[f"latency_{k}"] = ratio(ours["latency_ms"][k], lgl[k])
             # LoadGen times from its own issue stamp, the harness from its callback: the
             # mean gap is LoadGen's hand-over delay, shown so it is never mistaken for SUT time.
             if lgl["mean"] is not None and ours["latency_ms"]["mean"] is not None:
@@ -148,7 +133,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         elif scenario == "MultiStream":
             lgl = _loadgen_latency_ms(lg, per_query=True)
             for k in ("p50", "p90", "p99"):
-                agreement[f"query_latency_{k}"] = _ratio(ours["query_latency_ms"][k], lgl[k])
+                agreement[f"query_latency_{k}"] = ratio(ours["query_latency_ms"][k], lgl[k])
 
     validity = lg.get("result_validity")
     reasons, fixes = explain(scenario, lg, ours)

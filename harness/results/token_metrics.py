@@ -29,6 +29,7 @@ Breakdowns, so a stage's cost shows as a number:
     kv_cache       a backend's measured KV-cache bytes per request beside harness.results.kv_cache's
                    estimate for the same model and token count
 
+Percentiles are LoadGen's rule and list (harness.results.stats), ITL's weighted by tokens.
 LoadGen's own TTFT/TPOT/token-rate figures are read back for agreement. Its
 `result_token_throughput` is in tokens per *nanosecond* (a LoadGen bug), so the rate
 comes from `result_completed_tokens_per_second` (Server) or `result_tokens_per_second`.
@@ -47,31 +48,7 @@ from harness.results import folder
 from harness.results.kv_cache import KvShape
 from harness.results.records import Records
 from harness.results.slo import evaluate, parse_slo
-
-PERCENTILES = (50, 90, 95, 99, 99.9)
-
-
-def _pkey(p: float) -> str:
-    return f"p{p:g}".replace(".", "_")
-
-
-def weighted_percentiles(values: np.ndarray, weights: np.ndarray | None = None, unit: float = 1e6) -> dict[str, float | None]:
-    """Nearest-rank percentiles (LoadGen's sorted[int(p * n)] when all weights are 1), mean,
-    min, max, each divided by `unit` (1e6: ns -> ms)."""
-    if len(values) == 0:
-        return {**{_pkey(p): None for p in PERCENTILES}, "mean": None, "min": None, "max": None}
-    v = np.asarray(values, dtype=np.float64)
-    w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=np.float64)
-    order = np.argsort(v, kind="stable")
-    v, w = v[order], w[order]
-    cum = np.cumsum(w)
-    total = cum[-1]
-    out: dict[str, float | None] = {}
-    for p in PERCENTILES:
-        i = min(len(v) - 1, int(np.searchsorted(cum, p / 100 * total, side="right")))
-        out[_pkey(p)] = float(v[i]) / unit
-    out.update(mean=float((v * w).sum() / total) / unit, min=float(v[0]) / unit, max=float(v[-1]) / unit)
-    return out
+from harness.results.stats import NS_PER_MS, PERCENTILES, percentile_key, ratio, weighted_distribution
 
 
 def read_token_entries(run_dir: Path) -> list[dict[str, Any]]:
@@ -118,11 +95,11 @@ def _loadgen_tokens(lg: dict[str, Any], scenario: str) -> dict[str, Any]:
 
     def ms(key: str) -> float | None:
         v = lg.get(key)
-        return v / 1e6 if isinstance(v, (int, float)) else None
+        return v / NS_PER_MS if isinstance(v, (int, float)) else None
 
-    ttft = {_pkey(p): ms(f"result_first_token_{p:.2f}_percentile_latency_ns") for p in PERCENTILES}
+    ttft = {percentile_key(p): ms(f"result_first_token_{p:.2f}_percentile_latency_ns") for p in PERCENTILES}
     ttft.update(mean=ms("result_first_token_mean_latency_ns"), min=ms("result_first_token_min_latency_ns"), max=ms("result_first_token_max_latency_ns"))
-    tpot = {_pkey(p): ms(f"result_time_per_output_token_{p:.2f}_percentile_ns") for p in PERCENTILES}
+    tpot = {percentile_key(p): ms(f"result_time_per_output_token_{p:.2f}_percentile_ns") for p in PERCENTILES}
     tpot.update(mean=ms("result_time_to_output_token_mean"), min=ms("result_time_to_output_token_min"), max=ms("result_time_to_output_token_max"))
     rate_key = "result_completed_tokens_per_second" if scenario == "Server" else "result_tokens_per_second"
     rate = lg.get(rate_key)
@@ -133,10 +110,6 @@ def _loadgen_tokens(lg: dict[str, Any], scenario: str) -> dict[str, Any]:
         "ttft_early_stopping": (lg.get("early_stopping_ttft_result") or "").strip() or None,
         "tpot_early_stopping": (lg.get("early_stopping_tpot_result") or "").strip() or None,
     }
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
 
 
 def token_summary(
@@ -182,13 +155,13 @@ def token_summary(
         "output_tokens": int(n[ok].sum()),
         "input_tokens": int(c["input_tokens"][ok].sum()),
         "output_tokens_per_request_mean": float(n[ok].mean()) if ok.any() else None,
-        "ttft_ms": weighted_percentiles(ttft),
-        "tpot_ms": weighted_percentiles(tpot),
-        "itl_ms": weighted_percentiles(itl, itl_w),
-        "e2e_ms": weighted_percentiles(e2e),
+        "ttft_ms": weighted_distribution(ttft, unit=NS_PER_MS),
+        "tpot_ms": weighted_distribution(tpot, unit=NS_PER_MS),
+        "itl_ms": weighted_distribution(itl, itl_w, unit=NS_PER_MS),
+        "e2e_ms": weighted_distribution(e2e, unit=NS_PER_MS),
         "output_tokens_per_s": float(n[ok].sum()) / span_s if span_s > 0 else None,
         "input_tokens_per_s": float(c["input_tokens"][ok].sum()) / span_s if span_s > 0 else None,
-        "request_output_tokens_per_s": weighted_percentiles(per_req, unit=1.0),
+        "request_output_tokens_per_s": weighted_distribution(per_req),
         "token_count_source": dict(Counter(e["source"] for e in ok_entries)),
         "client_count_method": entries[0].get("client_method"),
         "mismatch": mismatch,
@@ -225,17 +198,17 @@ def token_summary(
     agreement: dict[str, float | None] = {}
     if lg["ttft_ms"]:
         for k in ("p50", "p90", "p99"):
-            agreement[f"ttft_{k}"] = _ratio(ours["ttft_ms"][k], lg["ttft_ms"][k])
+            agreement[f"ttft_{k}"] = ratio(ours["ttft_ms"][k], lg["ttft_ms"][k])
     if lg["tpot_ms"]:
         for k in ("p50", "p90", "p99"):
-            agreement[f"tpot_{k}"] = _ratio(ours["tpot_ms"][k], lg["tpot_ms"][k])
-    agreement["output_tokens_per_s"] = _ratio(ours["output_tokens_per_s"], lg["output_tokens_per_s"])
+            agreement[f"tpot_{k}"] = ratio(ours["tpot_ms"][k], lg["tpot_ms"][k])
+    agreement["output_tokens_per_s"] = ratio(ours["output_tokens_per_s"], lg["output_tokens_per_s"])
     return {**ours, "loadgen": lg, "agreement": agreement}
 
 
 def _brief(values_ms: np.ndarray) -> dict[str, float | None]:
     v = values_ms[~np.isnan(values_ms)]
-    stats = weighted_percentiles(v, unit=1.0)
+    stats = weighted_distribution(v)
     return {k: stats[k] for k in ("p50", "p90", "mean")}
 
 
@@ -299,8 +272,8 @@ def _prompt_cache(
         return out
     out["ttft_ms_by_cache"] = {
         "basis": basis,
-        "hit": weighted_percentiles(ttft[hit & ok & ~np.isnan(ttft)], unit=1.0),
-        "miss": weighted_percentiles(ttft[miss & ok & ~np.isnan(ttft)], unit=1.0),
+        "hit": weighted_distribution(ttft[hit & ok & ~np.isnan(ttft)]),
+        "miss": weighted_distribution(ttft[miss & ok & ~np.isnan(ttft)]),
         "hit_requests": int((hit & ok).sum()),
         "miss_requests": int((miss & ok).sum()),
     }
@@ -321,7 +294,7 @@ def _kv_cache(per_req: list[dict[str, Any]], ok: np.ndarray, shape: dict[str, An
         b = np.array([m[0] for m in measured], dtype=np.float64)
         t = np.array([m[1] for m in measured], dtype=np.float64)
         out["measured_bytes_per_token"] = float(b.sum() / t.sum()) if t.sum() else None
-        out["request_bytes"] = weighted_percentiles(b, unit=1.0)
+        out["request_bytes"] = weighted_distribution(b)
         out["request_tokens_mean"] = float(t.mean())
         if per_token:
             out["estimate_request_bytes_mean"] = per_token * float(t.mean())
