@@ -10,93 +10,26 @@ at p = 1/252 ≈ 0.004, so run-to-run noise does not fail a build.
 
 from __future__ import annotations
 
-import math
 import re
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.analysis.cost import read_cost
 from harness.errors import ConfigError, ResultsError
-from harness.results import folder
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    label: str
-    unit: str
-    higher_is_better: bool
-
-
-METRICS = (
-    Metric("throughput", "throughput", "samples/s", True),
-    Metric("p50_latency", "latency p50", "ms", False),
-    Metric("p90_latency", "latency p90", "ms", False),
-    Metric("p99_latency", "latency p99", "ms", False),
-    Metric("success_rate", "success rate", "%", True),
-    Metric("ttft_p50", "TTFT p50", "ms", False),
-    Metric("ttft_p99", "TTFT p99", "ms", False),
-    Metric("tpot_p50", "TPOT p50", "ms", False),
-    Metric("tpot_p99", "TPOT p99", "ms", False),
-    Metric("output_tokens_per_s", "output tokens/s", "tokens/s", True),
-    Metric("cost_per_success", "cost per successful task", "", False),
-)
-METRIC_NAMES = tuple(m.name for m in METRICS)
+from harness.results import folder, metrics
+from harness.results.metrics import ALIASES, METRICS, NAMES
+from harness.results.stats import median
+from harness.results.stats import over_runs as stats  # noqa: F401  (compare's name for it; tests import it here)
 
 
 def headline(run_dir: Path) -> dict[str, float | None]:
-    """The figures people compare, from one results folder (None where the run has none)."""
-    s = folder.load_summary(run_dir)
-    h = s.get("harness") or {}
-    lat = h.get("query_latency_ms") if s["run"]["scenario"] == "MultiStream" else h.get("latency_ms")
-    lat = lat or {}
-    rate = h.get("success_rate")
-    out: dict[str, float | None] = {
-        "throughput": h.get("throughput_per_s"),
-        "p50_latency": lat.get("p50"),
-        "p90_latency": lat.get("p90"),
-        "p99_latency": lat.get("p99"),
-        "success_rate": rate * 100 if rate is not None else None,  # percent, so "pt" means points
-    }
-    tokens = s.get("tokens") or {}
-    for part in ("ttft", "tpot"):
-        section = tokens.get(f"{part}_ms") or {}
-        out[f"{part}_p50"] = section.get("p50")
-        out[f"{part}_p99"] = section.get("p99")
-    out["output_tokens_per_s"] = tokens.get("output_tokens_per_s")
+    """The figures people compare, by their vocabulary name (harness.results.metrics), from
+    one results folder (None where the run has none)."""
+    out = metrics.from_summary(folder.load_summary(run_dir))
     cost = read_cost(run_dir) or {}
     out["cost_per_success"] = cost.get("per_successful_task")
     return out
-
-
-# --- statistics over repeats -------------------------------------------------------------
-
-# Two-sided 95 % Student t quantiles by degrees of freedom; beyond 30 the normal 1.96.
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042)
-
-
-def stats(values: list[float]) -> dict[str, Any]:
-    """Median and spread of one figure over runs; ci95 is the t interval of the mean."""
-    n = len(values)
-    if n == 0:
-        return {"n": 0, "values": [], "median": None, "min": None, "max": None, "mean": None, "stdev": None,
-                "ci95": None, "relative_spread": None}
-    mean = statistics.fmean(values)
-    median = statistics.median(values)
-    sd = statistics.stdev(values) if n > 1 else None
-    ci = None
-    if sd is not None:
-        half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * sd / math.sqrt(n)
-        ci = [mean - half, mean + half]
-    return {
-        "n": n, "values": values, "median": median, "min": min(values), "max": max(values), "mean": mean,
-        "stdev": sd, "ci95": ci,
-        "relative_spread": (max(values) - min(values)) / abs(median) if median else None,
-    }
 
 
 # --- a side: one run or a repeat folder ---------------------------------------------------
@@ -117,8 +50,7 @@ class Side:
         return len(self.run_dirs) > 1
 
     def median(self, metric: str) -> float | None:
-        v = self.values.get(metric) or []
-        return statistics.median(v) if v else None
+        return median(self.values.get(metrics.canonical(metric) or metric) or [])
 
 
 def load_side(path: Path) -> Side:
@@ -229,10 +161,15 @@ _RULE = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=|<|>)\s*([+-]?\d+(?:\.\d+)?)\s*(%|
 @dataclass(frozen=True)
 class Rule:
     text: str
-    metric: str
+    metric: str  # as written in the rule: an old alias stays what the user typed
     op: str
     threshold: float
     relative: bool  # % of the base; else absolute in the metric's unit (success rate: points)
+
+    @property
+    def canonical(self) -> str:
+        """The vocabulary's name of the figure the rule gates (harness.results.metrics)."""
+        return metrics.canonical(self.metric) or self.metric
 
 
 def parse_rule(text: str) -> Rule:
@@ -242,8 +179,11 @@ def parse_rule(text: str) -> Rule:
             f"--fail-if {text!r}: expected METRIC OP CHANGE, e.g. \"throughput < -5%\" or \"success_rate < -0.5pt\""
         )
     metric, op, value, unit = m.groups()
-    if metric not in METRIC_NAMES:
-        raise ConfigError(f"--fail-if {text!r}: unknown metric {metric!r}; known: {', '.join(METRIC_NAMES)}")
+    if metrics.canonical(metric) is None:
+        raise ConfigError(
+            f"--fail-if {text!r}: unknown metric {metric!r}; known: {', '.join(NAMES)} "
+            f"(old names still accepted: {', '.join(f'{a} = {c}' for a, c in ALIASES.items())})"
+        )
     return Rule(text.strip(), metric, op, float(value), unit == "%")
 
 
@@ -261,7 +201,7 @@ def _holds(op: str, a: float, b: float) -> bool:
 
 
 def evaluate(rule: Rule, base: Side, other: Side) -> RuleResult:
-    b, c = base.median(rule.metric), other.median(rule.metric)
+    b, c = base.median(rule.canonical), other.median(rule.canonical)
     if b is None or c is None:
         missing = base.label if b is None else other.label
         return RuleResult(rule, other.label, None, True, f"{rule.metric} is not available in {missing}: the gate cannot pass")
@@ -274,7 +214,7 @@ def evaluate(rule: Rule, base: Side, other: Side) -> RuleResult:
     if not _holds(rule.op, change, rule.threshold):
         return RuleResult(rule, other.label, change, False, "within the threshold")
     if base.repeated and other.repeated:
-        bv, cv = base.values[rule.metric], other.values[rule.metric]
+        bv, cv = base.values[rule.canonical], other.values[rule.canonical]
         # The rule's direction says which way is bad: "<" fires on a fall, ">" on a rise.
         beyond = max(cv) < min(bv) if rule.op in ("<", "<=") else min(cv) > max(bv)
         if not beyond:
@@ -337,7 +277,7 @@ def table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     for m in METRICS:
         if all(s.median(m.name) is None for s in sides):
             continue
-        row = [f"{m.label} ({m.unit})" if m.unit else m.label]
+        row = [m.heading]
         base = sides[0].median(m.name)
         for i, s in enumerate(sides):
             v = s.median(m.name)

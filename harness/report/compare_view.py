@@ -9,7 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.analysis.compare import METRICS, markdown, table
+from harness.analysis.compare import markdown, table
+from harness.results.metrics import METRICS
 
 
 def render_aggregate(data: dict[str, Any], out: Console, repeat_dir: Path) -> None:
@@ -23,7 +24,7 @@ def render_aggregate(data: dict[str, Any], out: Console, repeat_dir: Path) -> No
             continue
         ci = f"{s['ci95'][0]:,.4g} – {s['ci95'][1]:,.4g}" if s["ci95"] else "—"
         spread = f"{s['relative_spread']:.1%}" if s["relative_spread"] is not None else "—"
-        table.add_row(f"{m.label} ({m.unit})" if m.unit else m.label, f"{s['median']:,.4g}", f"{s['min']:,.4g}",
+        table.add_row(m.heading, f"{s['median']:,.4g}", f"{s['min']:,.4g}",
                       f"{s['max']:,.4g}", ci, spread)
     out.print(table)
     for w in data["warnings"]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.results import metrics
 from harness.results.stats import PERCENTILE_KEYS
 
 Table = tuple[list[str], list[list[str]]]
@@ -64,9 +65,11 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     if summary.get("status") != "complete":
         lines.append(f"INCOMPLETE: {summary.get('incomplete_reason')}")
     speed = f"throughput {num(lg.get('throughput_per_s'))}/s (LoadGen), {num(ours.get('throughput_per_s'))}/s succeeded (harness)"
-    lat = (ours.get("latency_ms") or {}).get("p99")
+    # The same figure `harness compare` calls latency_p99: per query in MultiStream, as LoadGen's.
+    lat = metrics.from_summary(summary)["latency_p99"]
     if run["scenario"] != "Offline" and lat is not None:
-        speed += f" · p99 latency {ms(lat)} ms"
+        per_query = " per query" if run["scenario"] == "MultiStream" else ""
+        speed += f" · {metrics.BY_NAME['latency_p99'].label}{per_query} {ms(lat)} ms"
     lines.append(speed)
     if ours.get("samples"):
         lines.append(

@@ -1,8 +1,9 @@
 """`harness run --repeat N`: N runs of one config, each in its own process, and their aggregate.
 
     results/<stamp>-<name>-<scenario>-repeat/
-        aggregate.json          the runs (relative names) and, per headline figure,
-                                median, min/max, mean, stdev and a 95 % t interval of the mean
+        aggregate.json          the runs (relative names) and, per headline figure (by its
+                                name in harness.results.metrics), median, min/max, mean,
+                                stdev and a 95 % t interval of the mean
         <stamp>-<name>-<scenario>/      run 1 (a normal results folder)
         ...
 
@@ -19,13 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.compare import headline, stats
+from harness.analysis.compare import headline
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
 from harness.results import folder
+from harness.results.stats import over_runs
 from harness.run import runner
 
-AGGREGATE_SCHEMA_VERSION = 1
+# 2: metrics are keyed by harness.results.metrics' names (latency_p99, not p99_latency).
+AGGREGATE_SCHEMA_VERSION = 2
 # A spread above this is flagged: the gate would need a larger threshold to be trusted.
 NOISY_SPREAD = 0.10
 
@@ -44,7 +47,7 @@ def aggregate(repeat_dir: Path, run_dirs: list[Path]) -> dict[str, Any]:
     for name in per_run[0]:
         values = [float(h[name]) for h in per_run if h.get(name) is not None]
         if values:
-            metrics[name] = stats(values)
+            metrics[name] = over_runs(values)
     summaries = [folder.load_summary(d) for d in run_dirs]
     warnings = [
         f"{name}: runs spread over {m['relative_spread']:.0%} of the median; use more runs or a longer min_duration_s"

@@ -1,0 +1,75 @@
+"""The headline figures' names: one name per figure, used by `--fail-if`, compare tables,
+repeat aggregates (aggregate.json) and audits.
+
+summary.json keeps its own keys (its schema is versioned); `from_summary` is the one
+place that maps them to these names. Names used before this vocabulary existed stay
+accepted as aliases, so existing CI gates (`--fail-if "p99_latency > +10%"`) keep working.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def heading(self) -> str:
+        """The figure's row title in tables: label and unit."""
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("throughput", "throughput", "samples/s", True, ("throughput_per_s",)),
+    Metric("latency_p50", "latency p50", "ms", False, ("p50_latency",)),
+    Metric("latency_p90", "latency p90", "ms", False, ("p90_latency", "latency_p90_ms")),
+    Metric("latency_p99", "latency p99", "ms", False, ("p99_latency", "latency_p99_ms")),
+    Metric("success_rate", "success rate", "%", True),
+    Metric("ttft_p50", "TTFT p50", "ms", False),
+    Metric("ttft_p99", "TTFT p99", "ms", False),
+    Metric("tpot_p50", "TPOT p50", "ms", False),
+    Metric("tpot_p99", "TPOT p99", "ms", False),
+    Metric("output_tokens_per_s", "output tokens/s", "tokens/s", True),
+    Metric("cost_per_success", "cost per successful task", "", False),
+)
+NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+ALIASES: dict[str, str] = {alias: m.name for m in METRICS for alias in m.aliases}
+
+
+def canonical(name: str) -> str | None:
+    """The vocabulary's name for `name` (itself or an old alias); None when it names no figure."""
+    return name if name in BY_NAME else ALIASES.get(name)
+
+
+def from_summary(summary: dict[str, Any]) -> dict[str, float | None]:
+    """Every headline figure summary.json holds, by name (None where the run has none).
+
+    The harness's own figures (successful samples only); latency is per query in
+    MultiStream, as LoadGen's is. cost_per_success lives in cost.json, not here.
+    """
+    h = summary.get("harness") or {}
+    per_query = summary["run"]["scenario"] == "MultiStream"
+    lat = (h.get("query_latency_ms") if per_query else h.get("latency_ms")) or {}
+    rate = h.get("success_rate")
+    out: dict[str, float | None] = {
+        "throughput": h.get("throughput_per_s"),
+        "latency_p50": lat.get("p50"),
+        "latency_p90": lat.get("p90"),
+        "latency_p99": lat.get("p99"),
+        "success_rate": rate * 100 if rate is not None else None,  # percent, so "pt" means points
+    }
+    tokens = summary.get("tokens") or {}
+    for part in ("ttft", "tpot"):
+        section = tokens.get(f"{part}_ms") or {}
+        out[f"{part}_p50"] = section.get("p50")
+        out[f"{part}_p99"] = section.get("p99")
+    out["output_tokens_per_s"] = tokens.get("output_tokens_per_s")
+    return out
