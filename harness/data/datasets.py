@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from backends.base import TensorSpec
+from harness.data.spec import parse_dataset_spec
 from harness.errors import DatasetError
 
 _NUMPY_DTYPES = {"float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool"}
@@ -244,30 +245,10 @@ class NpyFolder(Dataset):
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
-    """'synthetic:n=8,seed=1' -> ('synthetic', {'n': '8', 'seed': '1'}); 'npy:DIR' -> ('npy', {'path': DIR})."""
-    kind, _, rest = spec.partition(":")
-    if kind in ("npy",):
-        return kind, {"path": rest}
-    if not rest:
-        if kind not in ("synthetic", "digits") and ("/" in spec or Path(spec).exists()):
-            return "npy", {"path": spec}
-        return kind, {}
-    params: dict[str, str] = {}
-    depth = 0
-    key_val = ""
-    for ch in rest + ",":  # split on commas outside parentheses: isl=lognormal(1024,0.5)
-        if ch == "," and depth == 0:
-            if key_val:
-                k, eq, v = key_val.partition("=")
-                if not eq:
-                    raise DatasetError(f"dataset spec {spec!r}: {key_val!r} is not KEY=VALUE")
-                params[k.strip()] = v.strip()
-            key_val = ""
-            continue
-        depth += ch == "("
-        depth -= ch == ")"
-        key_val += ch
-    return kind, params
+    """'synthetic:n=8,seed=1' -> ('synthetic', {'n': '8', 'seed': '1'}); 'npy:DIR' -> ('npy', {'path': DIR}).
+    The grammar is harness.data.spec's; this is its (kind, params) view."""
+    ds = parse_dataset_spec(spec)
+    return ds.kind, {**ds.params, **({"path": str(ds.path)} if ds.path is not None else {})}
 
 
 def _int(params: dict[str, str], key: str, default: int, spec: str) -> int:
@@ -278,7 +259,8 @@ def _int(params: dict[str, str], key: str, default: int, spec: str) -> int:
 
 
 def build_tensor_dataset(spec: str, inputs: list[TensorSpec], seed: int) -> Dataset:
-    kind, params = parse_spec(spec)
+    parsed = parse_dataset_spec(spec)
+    kind, params = parsed.kind, dict(parsed.params)
     if kind == "synthetic":
         n = _int(params, "n", 1024, spec)
         s = _int(params, "seed", seed, spec)
@@ -289,9 +271,9 @@ def build_tensor_dataset(spec: str, inputs: list[TensorSpec], seed: int) -> Data
         images, labels = digits_test_split()
         name = inputs[0].name if inputs else "image"
         ds = ArrayDataset("digits", {name: images}, labels)
-    elif kind == "npy":
+    elif kind == "npy" and parsed.path is not None:
         only = inputs[0].name if len(inputs) == 1 else None
-        ds = NpyFolder(Path(params.pop("path")), only)
+        ds = NpyFolder(parsed.path, only)
     else:
         raise DatasetError(
             f"unknown dataset {spec!r}: use synthetic[:n=N,seed=S], digits, or a folder of .npy/.npz files"

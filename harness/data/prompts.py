@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.datasets import Dataset, parse_spec
+from harness.data.datasets import Dataset
+from harness.data.spec import parse_dataset_spec
 from harness.data.validators import VALIDATORS, make_validator
 from harness.errors import DatasetError
 
@@ -143,25 +144,6 @@ class PromptDataset(Dataset):
         return out
 
 
-def _path_and_params(rest: str, known: tuple[str, ...], spec: str) -> tuple[Path, dict[str, str]]:
-    """'data/x.json,n=8,seed=1' -> (Path('data/x.json'), {'n': '8', 'seed': '1'}).
-
-    Only trailing KEY=VALUE items with a known key are parameters, so a path may hold commas.
-    """
-    parts = rest.split(",")
-    params: dict[str, str] = {}
-    while len(parts) > 1:
-        key, eq, value = parts[-1].partition("=")
-        if not eq or key.strip() not in known:
-            break
-        params[key.strip()] = value.strip()
-        parts.pop()
-    path = ",".join(parts)
-    if not path:
-        raise DatasetError(f"dataset spec {spec!r}: no file given")
-    return Path(path), params
-
-
 def _validator_param(params: dict[str, str], spec: str) -> str | None:
     v = params.get("validator")
     if v is not None and v not in VALIDATORS:
@@ -225,14 +207,13 @@ def _prompt_from(obj: dict[str, Any], where: str, validator: str | None) -> Prom
 # --- ShareGPT -------------------------------------------------------------------------
 
 
-def load_sharegpt(spec: str, rest: str, seed: int, count: TokenCounter | None) -> PromptDataset:
+def load_sharegpt(spec: str, path: Path, params: dict[str, str], seed: int, count: TokenCounter | None) -> PromptDataset:
     """Conversations from a ShareGPT-format file: [{"conversations": [{"from", "value"}...]}].
 
     The first human turn is the prompt and the model's reply to it the expected output;
     the reply's length becomes max_tokens, so the run asks for as much as the recorded
     model said (the convention of vLLM's and MLPerf's ShareGPT benchmarks).
     """
-    path, params = _path_and_params(rest, ("n", "seed", "validator"), spec)
     validator = _validator_param(params, spec)
     try:
         n = int(params["n"]) if "n" in params else None
@@ -282,18 +263,15 @@ def build_prompt_dataset(spec: str, seed: int, count_tokens: TokenCounter | None
     """The dataset a spec names. `count_tokens` is the tokenizer of the model under test,
     when the backend has one: synthetic lengths and ShareGPT output lengths are then counted
     in that model's tokens."""
-    kind, _, rest = spec.partition(":")
-    if kind == "sharegpt":
-        return load_sharegpt(spec, rest, seed, count_tokens)
-    if kind in ("jsonl", "npy"):
-        # The runner resolves an existing file path to `npy:ABSPATH`; a .jsonl file is
-        # still a prompt file, so every spelling lands here.
-        path, params = _path_and_params(rest, ("validator",), spec)
-        return load_jsonl(path, _validator_param(params, spec))
-    if spec.endswith(".jsonl"):
-        return load_jsonl(Path(spec))
-    kind, params = parse_spec(spec)
-    if kind != "synthetic":
+    parsed = parse_dataset_spec(spec)
+    if parsed.kind == "sharegpt" and parsed.path is not None:  # a path kind: it always has one
+        return load_sharegpt(spec, parsed.path, parsed.params, seed, count_tokens)
+    if parsed.kind in ("jsonl", "npy") and parsed.path is not None:
+        # A file given without a kind reads as `npy:PATH` unless it ends in .jsonl; for a
+        # generative backend it is still a prompt file, so every spelling lands here.
+        return load_jsonl(parsed.path, _validator_param(parsed.params, spec))
+    params = dict(parsed.params)
+    if parsed.kind != "synthetic":
         raise DatasetError(
             f"unknown prompt dataset {spec!r}: use a .jsonl file of prompts, sharegpt:FILE.json or "
             "synthetic:isl=N,osl=N[,n=N,seed=S,prefix_groups=G,prefix_len=L]"

@@ -24,6 +24,7 @@ from harness import __version__
 from harness.config import registry
 from harness.config.run_config import RunConfig, validate_backend_options
 from harness.data.hashing import sha256_file
+from harness.data.spec import parse_dataset_spec
 from harness.errors import BY_NAME, HarnessError, OutputError, RunError
 from harness.results import folder
 from harness.results.records import recover as recover_records
@@ -48,13 +49,10 @@ def resolve(config: RunConfig) -> RunConfig:
             updates[key] = str(Path(value).resolve())
         elif value and key != "model":
             raise OutputError(f"{key}: file {value} does not exist")
-    kind, _, rest = config.dataset.partition(":")
-    if kind == "npy":
-        updates["dataset"] = f"npy:{Path(rest).resolve()}"
-    elif not rest and Path(config.dataset).exists():
-        # A bare path: a folder of samples, or a file (e.g. prompts.jsonl) its reader knows.
-        path = Path(config.dataset).resolve()
-        updates["dataset"] = f"npy:{path}" if path.is_dir() else str(path)
+    dataset = parse_dataset_spec(config.dataset)
+    if dataset.path is not None:
+        # Written out explicitly with an absolute path (npy:/abs/dir, jsonl:/abs/p.jsonl).
+        updates["dataset"] = str(dataset.with_path(dataset.path.resolve()))
     return config.model_copy(update=updates) if updates else config
 
 

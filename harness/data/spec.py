@@ -1,0 +1,92 @@
+"""The one grammar of `--dataset` specs, for tensor datasets and prompt sets alike.
+
+    synthetic[:KEY=VALUE,...]                  generated: tensors shaped by the model's inputs
+                                               (n, seed) or prompts (isl, osl, n, seed, prefix_*)
+    digits                                     scikit-learn's digits, labelled
+    npy:PATH, or PATH of a folder              .npy/.npz samples, optional labels.npy
+    jsonl:PATH[,validator=KIND], or PATH.jsonl prompts, one JSON object a line
+    sharegpt:PATH[,n=N,seed=S,validator=KIND]  ShareGPT conversations
+
+A value may hold commas inside parentheses (`isl=lognormal(1024,0.5)`). A PATH may hold
+commas too, so after a path only trailing KEY=VALUE items whose key its kind knows are
+parameters. Which reader takes a spec, and which parameters it accepts, is for the reader
+(harness.data.datasets, harness.data.prompts) to say; this module only splits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from harness.errors import DatasetError
+
+#: kinds whose first item is a path, with the parameters that may follow it
+PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator",), "sharegpt": ("n", "seed", "validator")}
+#: kinds named by a word alone; anything else bare that looks like a path is one
+NAMED_KINDS = ("synthetic", "digits")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    kind: str
+    path: Path | None = None
+    params: dict[str, str] = field(default_factory=dict)
+
+    def with_path(self, path: Path) -> DatasetSpec:
+        return replace(self, path=path)
+
+    def __str__(self) -> str:
+        """The spec written out again, explicitly (`npy:/abs/dir`): what run.yaml records."""
+        items = [str(self.path)] if self.path is not None else []
+        items += [f"{k}={v}" for k, v in self.params.items()]
+        return f"{self.kind}:{','.join(items)}" if items else self.kind
+
+
+def parse_dataset_spec(spec: str) -> DatasetSpec:
+    kind, colon, rest = spec.partition(":")
+    if kind in PATH_KINDS:
+        path, params = _path_and_params(rest, PATH_KINDS[kind], spec)
+        return DatasetSpec(kind, path, params)
+    if not colon:
+        if spec.endswith(".jsonl"):
+            return DatasetSpec("jsonl", Path(spec))
+        if kind not in NAMED_KINDS and ("/" in spec or Path(spec).exists()):
+            return DatasetSpec("npy", Path(spec))
+        return DatasetSpec(kind)
+    return DatasetSpec(kind, None, _key_values(rest, spec))
+
+
+def _key_values(rest: str, spec: str) -> dict[str, str]:
+    """'n=8,isl=lognormal(1024,0.5)' -> {'n': '8', 'isl': 'lognormal(1024,0.5)'}."""
+    params: dict[str, str] = {}
+    depth = 0
+    key_val = ""
+    for ch in rest + ",":  # split on commas outside parentheses
+        if ch == "," and depth == 0:
+            if key_val:
+                k, eq, v = key_val.partition("=")
+                if not eq:
+                    raise DatasetError(f"dataset spec {spec!r}: {key_val!r} is not KEY=VALUE")
+                params[k.strip()] = v.strip()
+            key_val = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        key_val += ch
+    return params
+
+
+def _path_and_params(rest: str, known: tuple[str, ...], spec: str) -> tuple[Path, dict[str, str]]:
+    """'data/x.json,n=8,seed=1' -> (Path('data/x.json'), {'n': '8', 'seed': '1'})."""
+    parts = rest.split(",")
+    params: dict[str, str] = {}
+    while len(parts) > 1:
+        key, eq, value = parts[-1].partition("=")
+        if not eq or key.strip() not in known:
+            break
+        params[key.strip()] = value.strip()
+        parts.pop()
+    path = ",".join(parts)
+    if not path:
+        raise DatasetError(f"dataset spec {spec!r}: no file given")
+    return Path(path), dict(reversed(params.items()))  # in the order written
