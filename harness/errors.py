@@ -5,7 +5,7 @@
     ├── ModelError               missing, corrupt or unsupported model
     ├── DatasetError             dataset missing, or not matching the model
     ├── BackendError             backend unavailable or failing to load
-    ├── OutputError              results folder cannot be written
+    ├── OutputError              a results folder cannot be written, or the path is none
     │   └── ResultsError         a file of a results folder is missing or damaged (exit 7)
     ├── RunError                 the child process failed or was killed (exit 3)
     ├── NegativeVerdict          the tool worked and the answer is "no" (exit 1)
@@ -22,7 +22,7 @@ Exit codes, the same for every command (docs/ci.md):
     0   done; every verdict positive
     1   a verdict is negative: a --fail-if gate fired, parity disagrees, an audit failed,
         a submission was refused
-    2   bad input: a setting, model, dataset or backend (a HarnessError), or a usage error
+    2   bad input: a setting, model, dataset, backend or path (a HarnessError), or a usage error
     3   the run is incomplete: the child crashed or was killed (records kept)
     4/5/6  `harness check`: invalid / incomplete / tampered
     7   a results folder's file is missing or damaged

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from harness.errors import ResultsError
+from harness.errors import OutputError, ResultsError
 
 RUN_CONFIG = "run.yaml"
 SYSTEM = "system.json"
@@ -56,10 +56,12 @@ SCHEMA_VERSION = 1
 
 
 def require_folder(run_dir: Path) -> None:
+    """A path that is not a folder at all is bad input (exit 2); a folder whose files are
+    missing or damaged is a ResultsError (exit 7)."""
     if not run_dir.exists():
-        raise ResultsError(f"{run_dir} does not exist: give the folder a run wrote (results/<stamp>-<name>-<scenario>)")
+        raise OutputError(f"{run_dir} does not exist: give the folder a run wrote (results/<stamp>-<name>-<scenario>)")
     if not run_dir.is_dir():
-        raise ResultsError(f"{run_dir} is a file, not a results folder")
+        raise OutputError(f"{run_dir} is a file, not a results folder")
 
 
 def _text(path: Path) -> str:
@@ -128,7 +130,7 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
     if not (run_dir / SUMMARY).is_file():
         if (run_dir / RUN_CONFIG).is_file():
             raise ResultsError(f"{run_dir} has no {SUMMARY}: the run did not finish writing it")
-        raise ResultsError(f"{run_dir} is not a results folder: it has neither {SUMMARY} nor {RUN_CONFIG}")
+        raise OutputError(f"{run_dir} is not a results folder: it has neither {SUMMARY} nor {RUN_CONFIG}")
     summary = read_json(run_dir, SUMMARY, required=True) or {}
     version = summary.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:

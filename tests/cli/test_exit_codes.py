@@ -59,10 +59,16 @@ def test_a_damaged_cost_json_in_a_compared_folder_is_not_a_verdict(runs, tmp_pat
     assert str(damaged / "cost.json") in line and "damaged" in line
 
 
-def test_a_results_folder_that_is_not_there_is_one_line(tmp_path):
+def test_a_path_that_is_no_results_folder_is_bad_input_and_a_damaged_one_is_not(tmp_path, runs):
     proc = harness("report", str(tmp_path / "nope"))
-    assert proc.returncode == EXIT_RESULTS
+    assert proc.returncode == EXIT_USAGE
     assert "does not exist" in one_line(proc)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(runs["fast"], damaged)
+    (damaged / "summary.json").write_text('{"schema_version": 1, "run": ')
+    proc = harness("report", str(damaged))
+    assert proc.returncode == EXIT_RESULTS
+    assert f"{damaged / 'summary.json'} is damaged" in one_line(proc)
 
 
 def test_bad_input_exits_2(tmp_path):
