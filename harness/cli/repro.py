@@ -50,7 +50,7 @@ def check(run_dir: Path, as_json: bool, no_dataset: bool) -> None:
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--fail-if", "rules", multiple=True, metavar="RULE",
-              help='e.g. "throughput < -5%", "p99_latency > +10%", "success_rate < -0.5pt"; exit 1 when one fires')
+              help='e.g. "throughput < -5%", "latency_p99 > +10%", "success_rate < -0.5pt"; exit 1 when one fires')
 @click.option("--expect", multiple=True, metavar="CATEGORY",
               help="categories allowed to differ (scenario, backend, dataset, model, harness, system); others exit 1")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "md", "json"]), default="terminal", show_default=True)

@@ -41,7 +41,7 @@ def server_run_with_failures(root: Path) -> Path:
 def http_token_run(root: Path) -> Path:
     """A real generative run: the HTTP backend against the in-process OpenAI test server
     (2 ms queue, 10 ms to first token, 2 ms per token, 12 tokens)."""
-    from http_servers import ServerThread, Timing, openai_app
+    from tests.support.http_servers import ServerThread, Timing, openai_app
 
     with ServerThread(openai_app(Timing(queue_ms=2, ttft_ms=10, tpot_ms=2, tokens=12))) as srv:
         return runner.run(
