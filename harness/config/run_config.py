@@ -96,6 +96,13 @@ class RunConfig(BaseModel):
     performance_issue_same_index: int | None = Field(None, ge=0)
     sample_concatenate_permutation: bool | None = None
 
+    # LoadGen's VALID speaks of latencies only: a run whose requests failed can pass it.
+    min_success_rate: float = Field(
+        0.95, ge=0, le=1,
+        description="the harness's verdict, 0 to 1: below this share of succeeded samples the run is INVALID "
+        "(exit 1) whatever LoadGen says; 0 turns the rule off",
+    )
+
     cost: dict[str, Any] | None = Field(None, description="price sheet, see docs/cost.md")
     slo: dict[str, float] | None = Field(
         None, description="per-request targets for goodput: ttft_ms, tpot_ms, e2e_ms (see docs/llm.md)"
