@@ -5,7 +5,8 @@
               -> summary.json, built from the folder alone
 
 If the child crashes or is killed, the folder is still completed: summary.json says
-"incomplete" with the reason, and holds every record written so far.
+"incomplete" with the reason, and holds every record written so far. So it is when the
+parent is stopped (Ctrl-C, SIGTERM, SIGHUP): see `_StopOnSignal`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,33 +107,20 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
     (run_dir / folder.MANIFEST).write_text(json.dumps(manifest, indent=2))
 
     status: dict[str, Any] = {"started_utc": manifest["started_utc"], "status": "complete"}
-    proc = subprocess.Popen([sys.executable, "-m", "harness.child", str(run_dir)])
-    try:
-        rc = proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
+    stopper = _StopOnSignal()
+    with stopper.installed():
+        # stdin: a pipe the child reads to EOF, its portable sign that this process is gone.
+        proc = subprocess.Popen([sys.executable, "-m", "harness.child", str(run_dir)], stdin=subprocess.PIPE)
         try:
-            rc = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            stopper.watch(proc)
             rc = proc.wait()
-        status.update(status="incomplete", reason="interrupted by the user")
-    recover_records(run_dir)  # a crashed or killed child leaves its rows in records.partial
-    error = _child_error(run_dir)
-    if rc != 0 and status["status"] == "complete":
-        if rc < 0:
-            why = f"the test process was killed by signal {signal.Signals(-rc).name}"
-        elif error:
-            why = error["message"]
-        else:
-            why = f"the test process exited with code {rc}"
-        status.update(status="incomplete", reason=why)
-    summary = write_summary(run_dir, status)
-    # Hash what the run produced, so `harness check` can tell an edited record or summary.
-    for produced in (folder.RECORDS, folder.SUMMARY):
-        if (run_dir / produced).is_file():
-            manifest["sha256"][produced] = sha256_file(run_dir / produced)
-    (run_dir / folder.MANIFEST).write_text(json.dumps(manifest, indent=2))
+        finally:
+            stopper.done()
+            if proc.stdin is not None:
+                proc.stdin.close()
+        if stopper.signal_name is not None and rc != 0:  # rc 0: the test ended before the stop reached it
+            status.update(status="incomplete", reason=f"stopped by {stopper.signal_name}")
+        status, summary, error = _finish(run_dir, rc, status, manifest)
     if error and error.get("harness_error") and not summary["harness"].get("samples"):
         # A configuration or model problem found before the test started: one clear line,
         # raised as the type the child raised, so library callers can catch ModelError.
@@ -142,6 +133,94 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
         err.child_traceback = error.get("traceback")  # type: ignore[attr-defined]
         raise err
     return RunOutcome(run_dir, summary)
+
+
+def _finish(run_dir: Path, rc: int, status: dict[str, Any], manifest: dict[str, Any]) -> tuple[dict, dict, dict | None]:
+    """records.csv, summary.json and the manifest's hashes, once the child has ended."""
+    recover_records(run_dir)  # a crashed or killed child leaves its rows in records.partial
+    error = _child_error(run_dir)
+    if rc != 0 and status["status"] == "complete":
+        if rc < 0:
+            why = f"the test process was killed by signal {signal.Signals(-rc).name}"
+        elif error:
+            why = error["message"]
+        elif rc - 128 in _STOP_SIGNALS:  # the child's own stop (harness.child.main.Lifeline)
+            why = f"the test process was stopped by {signal.Signals(rc - 128).name}"
+        else:
+            why = f"the test process exited with code {rc}"
+        status.update(status="incomplete", reason=why)
+    summary = write_summary(run_dir, status)
+    # Hash what the run produced, so `harness check` can tell an edited record or summary.
+    for produced in (folder.RECORDS, folder.SUMMARY):
+        if (run_dir / produced).is_file():
+            manifest["sha256"][produced] = sha256_file(run_dir / produced)
+    (run_dir / folder.MANIFEST).write_text(json.dumps(manifest, indent=2))
+    return status, summary, error
+
+
+_STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+STOP_GRACE_S = 10.0  # the child flushes its records and exits in well under a second
+
+
+class _StopOnSignal:
+    """SIGINT, SIGTERM and SIGHUP stop the run, not this process.
+
+    The first one forwards SIGINT to the child (which flushes its records and exits) and
+    arms a SIGKILL for it after STOP_GRACE_S; a second one kills the child at once. The
+    handler never raises, so neither a second Ctrl-C nor a SIGTERM from `timeout` during
+    the summary's write can cut it: the run ends with summary.json, status incomplete,
+    and the reason. Handlers are set only on the main thread (Python allows no other) and
+    only while the child runs; the previous ones come back after.
+    """
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self._proc: subprocess.Popen | None = None
+        self._kill_timer: threading.Timer | None = None
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # a library caller's worker thread: signals reach its main thread, not here
+            return
+        previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                # None: a handler set outside Python, which cannot be put back; the default is closest.
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    # Everything but the kill timer runs on the main thread (handlers included), so no lock.
+    def watch(self, proc: subprocess.Popen) -> None:
+        self._proc = proc
+        if self.signal_name is not None:  # a signal came while the child was being started
+            self._stop_child(kill=False)
+
+    def done(self) -> None:
+        self._proc = None
+        if self._kill_timer is not None:
+            self._kill_timer.cancel()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        first = self.signal_name is None
+        if first:
+            self.signal_name = signal.Signals(signum).name
+        self._stop_child(kill=not first)
+
+    def _stop_child(self, kill: bool) -> None:
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return  # not started yet (`watch` forwards it), or already ended: the summary is next
+        if kill:
+            proc.kill()
+        elif self._kill_timer is None:
+            proc.send_signal(signal.SIGINT)
+            self._kill_timer = threading.Timer(STOP_GRACE_S, proc.kill)
+            self._kill_timer.daemon = True
+            self._kill_timer.start()
 
 
 def _child_error(run_dir: Path) -> dict[str, Any] | None:
