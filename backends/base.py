@@ -1,25 +1,50 @@
 """The backend contract: the few methods a runtime must offer to be benchmarked.
 
 A backend only knows *how* to run a model. It never sleeps, paces, queues or times:
-LoadGen decides when, and the SUT adapter (`harness.child.tensor_sut`) owns threads, batching,
-timing and failure accounting. A new backend is one module with one class that
-subclasses `Backend` and is registered in the `harness.backends` entry-point group.
+LoadGen decides when, and the SUT adapters own threads, batching, timing and failure
+accounting. A new backend is one module with one class, registered in the
+`harness.backends` entry-point group, that subclasses one of:
+
+    Backend                    what every backend has (name, options, load, describe, close)
+    ├── TensorBackend          kind "tensor": `predict(batch)`, served by worker threads
+    │                          (harness.child.tensor_sut)
+    └── StreamingBackend       kind "async" or "generative": `stream(sample)` yields `Chunk`s,
+                               served by one event loop (harness.child.stream_sut)
+
+A tensor backend written as `class X(Backend)` is still a tensor backend: `Backend` keeps
+the tensor hooks it always had. The registry (harness.config.registry) checks each class
+against this contract when its entry point is loaded.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, ClassVar, Literal, TypedDict, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+#: "tensor": `predict`, worker threads; "async": `stream`, e.g. a server over the network;
+#: "generative": `stream` of generated tokens, from prompts (the default of its hooks).
+BackendKind = Literal["tensor", "async", "generative"]
+StreamingKind = Literal["async", "generative"]
+KINDS: tuple[str, ...] = get_args(BackendKind)
+STREAMING_KINDS: tuple[str, ...] = get_args(StreamingKind)
+#: how a streaming backend counts tokens when the server reports no usage
+TokenSource = Literal["chunks", "tokenizer", "model"]
 
 
 class BackendOptions(BaseModel):
     """Base for each backend's options; unknown keys are errors, never ignored."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StreamingOptions(BackendOptions):
+    """Base for a streaming backend's options: what the event-loop SUT itself reads."""
+
+    warmup_requests: int = Field(1, ge=0, description="requests sent at once before the timed test")
 
 
 @dataclass(frozen=True)
@@ -47,14 +72,63 @@ class LoadContext:
     threads: int = 1
 
 
-@dataclass
+@dataclass(slots=True)
 class Chunk:
-    """One piece of a generated stream: `n_tokens` tokens of `text` (may be several)."""
+    """One piece of a stream: `n_tokens` tokens of `text` (may be several), and/or an event.
+
+    A chunk with text or `n_tokens > 0` is content (its arrival is timed as a token). The
+    keyword fields are events the SUT stamps or keeps; `None` is "not this event". One is
+    made per generated token, so this stays a plain slotted dataclass.
+    """
 
     text: str = ""
     n_tokens: int = 1
-    # Backend-measured details, e.g. server usage figures; copied into the records.
-    info: dict[str, Any] = field(default_factory=dict)
+    _: KW_ONLY
+    #: the response's headers arrived (its status code): stamped as the request's first byte
+    headers: int | None = None
+    #: an attempt failed before any content and is being retried (its reason): counted
+    retry: str | None = None
+    #: the server's token counts (OpenAI `usage`): its completion_tokens outrank the chunks'
+    usage: dict[str, Any] | None = None
+    #: a whole answer (a tensor, a JSON value), returned to LoadGen as the sample's output
+    output: Any = None
+    #: figures the backend measured itself (e.g. kv_cache_bytes), kept in tokens.jsonl
+    metrics: dict[str, Any] | None = None
+
+
+class ResponseFormat(TypedDict):
+    """dtype and shape of one sample's answer, so that accuracy can be scored from LoadGen's log."""
+
+    dtype: str
+    shape: list[int]
+
+
+class KvCacheShape(TypedDict):
+    """A model's KV-cache geometry (harness.results.kv_cache.KvShape's fields)."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: str
+
+
+class KvCacheDescription(TypedDict, total=False):
+    shape: KvCacheShape
+
+
+class BackendDescription(TypedDict, total=False):
+    """What `describe()` returns: the keys the harness reads, each where it is read.
+
+    Any other key is free (engine versions, devices, settings really in effect): the
+    whole dict goes into child.json and summary.json and is compared by `harness compare`.
+    """
+
+    backend: str  # the registered name
+    engine: str  # the runtime; the MLPerf submission's framework (analysis.submission)
+    engine_version: str  # beside it
+    precision: str | list[str]  # the submission's data types (fp32 when absent)
+    compile_s: float | None  # compile time inside load(): the report's setup line
+    kv_cache: KvCacheDescription  # the summary's KV-cache estimate (results.token_metrics)
 
 
 Batch = Mapping[str, np.ndarray]  # input name -> array with the batch dimension first
@@ -66,17 +140,15 @@ class Backend:
 
     Class attributes tell the registry what the backend needs before it is imported:
     `requires` lists importable module names, `install_hint` is the command that
-    provides them, `Options` validates the backend's own settings.
+    provides them, `Options` validates the backend's own settings, `kind` picks the SUT.
     """
 
     name: ClassVar[str] = ""
     Options: ClassVar[type[BackendOptions]] = BackendOptions
     requires: ClassVar[tuple[str, ...]] = ()
     install_hint: ClassVar[str] = ""
-    #: "tensor" backends implement `predict` and are served by worker threads
-    #: (harness.child.tensor_sut); any other kind ("async", "generative") is served by an event loop
-    #: (harness.child.stream_sut) and implements `stream`.
-    kind: ClassVar[str] = "tensor"
+    #: which SUT serves the backend: "tensor" the worker threads, the others the event loop
+    kind: ClassVar[BackendKind] = "tensor"
 
     @classmethod
     def scales_with_host_cores(cls, options: BackendOptions) -> bool:
@@ -95,6 +167,8 @@ class Backend:
         """The model's input signature, used to build synthetic samples."""
         return []
 
+    # The tensor hooks live here, not only on TensorBackend, so that a tensor backend
+    # written as `class X(Backend)` keeps working.
     def warmup(self, batch: Batch) -> None:
         """Run outside the timed test; the default runs one prediction."""
         self.predict(batch)
@@ -103,14 +177,70 @@ class Backend:
         """Run one batch. May release the GIL. Exceptions fail the batch's samples."""
         raise TypeError(f"backend {self.name!r} does not implement predict()")
 
-    async def stream(self, sample: Any) -> AsyncIterator[Chunk]:  # pragma: no cover - interface
-        """Yield generated chunks for one sample (generative backends)."""
-        raise TypeError(f"backend {self.name!r} does not implement stream()")
-        yield Chunk()
-
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> BackendDescription:
         """Engine, versions, device, precision and the settings really in effect."""
         return {"backend": self.name}
 
     def close(self) -> None:
         """Free resources; called once after the test."""
+
+
+class TensorBackend(Backend):
+    """A backend served by worker threads: implements `predict` (and may override `warmup`)."""
+
+    kind: ClassVar[Literal["tensor"]] = "tensor"
+
+
+class StreamingBackend(Backend):
+    """A backend served by the event loop: implements `stream`, one request per sample.
+
+    Every hook has a default; a backend overrides only what it has. The loop is shared by
+    all requests, so `stream` must never block it: a blocking runtime runs in its own
+    thread and hands results over (as backends.pytorch_llm does).
+    """
+
+    kind: ClassVar[StreamingKind] = "async"
+    Options: ClassVar[type[BackendOptions]] = StreamingOptions
+    options: StreamingOptions
+
+    #: most requests open at once (the SUT queues the rest, timed as queue time); None:
+    #: as many as LoadGen issues. An instance may set it in __init__ or load().
+    max_in_flight: int | None = None
+    #: how `stream` counts the tokens of a chunk, recorded beside the server's own count
+    token_source: TokenSource = "chunks"
+    #: the model's tokenizer (text -> token count), so that prompt datasets count lengths
+    #: in its tokens; None: they count words. A backend that has one defines the method.
+    count_tokens: Callable[[str], int] | None = None
+
+    @property
+    def takes_prompts(self) -> bool:
+        """True: samples are prompts (harness.data.prompts); False: tensors shaped by `inputs()`."""
+        return self.kind == "generative"
+
+    @property
+    def produces_tokens(self) -> bool:
+        """True: answers are token streams, so LoadGen gets token counts and tokens.jsonl is kept."""
+        return self.kind == "generative"
+
+    def prepare(self, sample: Any) -> Any:
+        """Turn a dataset sample into the request `stream` takes, when the QSL loads it,
+        so that the timed path starts from ready bytes. Default: the sample itself. A
+        request with an int `input_tokens` gives the prompt's length when no usage does."""
+        return sample
+
+    def response_format(self) -> ResponseFormat | None:
+        """The answer's dtype and shape when the backend knows it (e.g. from server metadata);
+        None: the warm-up answer's are used, if it is a tensor."""
+        return None
+
+    async def open(self) -> None:
+        """Called on the SUT's loop before the warm-up: create what belongs to that loop (pools)."""
+
+    async def stream(self, sample: Any) -> AsyncIterator[Chunk]:  # pragma: no cover - interface
+        """Yield the chunks of one request. An exception fails exactly this request: it is
+        completed to LoadGen and recorded with `reason` and `detail` (harness.errors.RequestFailed)."""
+        raise TypeError(f"backend {self.name!r} does not implement stream()")
+        yield Chunk()
+
+    async def aclose(self) -> None:
+        """Called on the SUT's loop after the last request: close what `open` made."""

@@ -4,13 +4,13 @@ OpenAI completions/chat APIs (streaming SSE or not).
 The backend only knows *how* to send: it turns a sample into a request body (`prepare`,
 at QSL load time, so the timed path posts ready bytes) and a response into `Chunk`s
 (`stream`). The event-loop SUT (`harness.child.stream_sut`) owns the loop, concurrency,
-timestamps and completion. Events travel as chunks:
+timestamps and completion. Events travel as chunks (backends.base.Chunk):
 
-    Chunk(n_tokens=0, info={"headers": status})   response headers arrived
-    Chunk(n_tokens=0, info={"retry": reason})     an attempt failed and is being retried
-    Chunk(text, n_tokens=k)                       content: k tokens as counted here
-    Chunk(n_tokens=0, info={"usage": {...}})      the server's token counts
-    Chunk(n_tokens=0, info={"output": value})     a whole answer (KServe tensor, JSON value)
+    Chunk(n_tokens=0, headers=status)   response headers arrived
+    Chunk(n_tokens=0, retry=reason)     an attempt failed and is being retried
+    Chunk(text, n_tokens=k)             content: k tokens as counted here
+    Chunk(n_tokens=0, usage={...})      the server's token counts
+    Chunk(n_tokens=0, output=value)     a whole answer (KServe tensor, JSON value)
 
 Failures raise `RequestFailed(reason, detail)`; the SUT records "reason: detail", and the
 summary groups failures by reason:
@@ -34,13 +34,21 @@ import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from backends.base import Backend, BackendOptions, Chunk, LoadContext, TensorSpec
+from backends.base import (
+    BackendDescription,
+    Chunk,
+    LoadContext,
+    ResponseFormat,
+    StreamingBackend,
+    StreamingOptions,
+    TensorSpec,
+)
 from backends.http_client import HttpClient
 from harness.errors import (
     BackendError,
@@ -66,7 +74,7 @@ _SECRET_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization
 _EXCERPT = 200
 
 
-class HttpOptions(BackendOptions):
+class HttpOptions(StreamingOptions):
     protocol: Protocol = Field(description="wire protocol of the server")
     url: str = Field(description="base URL: http://host:port for kserve-v2, .../v1 for OpenAI, the endpoint for json")
     model_name: str | None = Field(None, description="model name sent to (or served by) the server")
@@ -153,20 +161,17 @@ class _Tokenizer:
         return self._count(text)
 
 
-class HttpBackend(Backend):
+class HttpBackend(StreamingBackend):
     name = "http"
     Options = HttpOptions
     options: HttpOptions
     requires = ("httptools",)
     install_hint = "pip install httptools"
-    kind: ClassVar[str] = "async"
+    kind = "async"
 
     def __init__(self, options: HttpOptions) -> None:
         super().__init__(options)
         o = options
-        #: what the event-loop SUT needs to know about this backend
-        self.takes_prompts = o.protocol.startswith("openai") or (o.protocol == "json" and o.json_input == "prompt")
-        self.produces_tokens = o.protocol.startswith("openai")
         self.max_in_flight = o.max_in_flight
         self.token_source = "tokenizer" if o.tokenizer else "chunks"
         self.retries_total = 0
@@ -246,6 +251,15 @@ class HttpBackend(Backend):
                 self._model_name = models[0].get("id")
             chosen = next((m for m in models if m.get("id") == self._model_name), None)
             self._server = {"models": ids, "model": chosen}
+
+    @property
+    def takes_prompts(self) -> bool:
+        o = self.options
+        return o.protocol.startswith("openai") or (o.protocol == "json" and o.json_input == "prompt")
+
+    @property
+    def produces_tokens(self) -> bool:
+        return self.options.protocol.startswith("openai")
 
     def inputs(self) -> list[TensorSpec]:
         return list(self._inputs)
@@ -335,9 +349,9 @@ class HttpBackend(Backend):
             attempt += 1
             self.retries_total += 1
             self.requests_retried += attempt == 1
-            yield Chunk(n_tokens=0, info={"retry": failure.reason})
+            yield Chunk(n_tokens=0, retry=failure.reason)
         try:
-            yield Chunk(n_tokens=0, info={"headers": resp.status})
+            yield Chunk(n_tokens=0, headers=resp.status)
             if o.protocol.startswith("openai") and o.stream:
                 # Parsed here rather than in a nested async generator: every chunk would
                 # otherwise pass two generator layers (measured ~6 % of the loop's time).
@@ -365,9 +379,9 @@ class HttpBackend(Backend):
             raise RequestFailed("malformed_json", _squash(raw.decode(errors="replace"))) from e
         try:
             if o.protocol == "kserve-v2":
-                return [Chunk(n_tokens=0, info={"output": self._v2_output(obj)})]
+                return [Chunk(n_tokens=0, output=self._v2_output(obj))]
             if o.protocol == "json":
-                return [Chunk(n_tokens=0, info={"output": _json_output(obj, o.response_path or "")})]
+                return [Chunk(n_tokens=0, output=_json_output(obj, o.response_path or ""))]
             c = obj["choices"][0]
             text = (c["message"].get("content") if o.protocol == "openai-chat" else c.get("text")) or ""
         except (KeyError, IndexError, TypeError, AttributeError) as e:
@@ -376,7 +390,7 @@ class HttpBackend(Backend):
             raise RequestFailed("empty_output", "the answer has no text")
         out = [Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1)]
         if obj.get("usage"):
-            out.append(Chunk(n_tokens=0, info={"usage": obj["usage"]}))
+            out.append(Chunk(n_tokens=0, usage=obj["usage"]))
         return out
 
     def _v2_output(self, obj: dict[str, Any]) -> np.ndarray:
@@ -391,7 +405,7 @@ class HttpBackend(Backend):
             raise RequestFailed("empty_output", f"output {out['name']!r} has no data")
         return arr.reshape(out["shape"])[0]  # one sample per request: drop the batch dim
 
-    def response_format(self) -> dict[str, Any] | None:
+    def response_format(self) -> ResponseFormat | None:
         """dtype/shape of one sample's output, for scoring accuracy from LoadGen's log."""
         if self.options.protocol != "kserve-v2" or not self._outputs:
             return None
@@ -401,7 +415,7 @@ class HttpBackend(Backend):
     def _redact(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> BackendDescription:
         o = self.options
         return {
             "backend": self.name,
@@ -496,7 +510,7 @@ class _SseParser:
                     out.append(Chunk(text, self.count(text) if self.count else 1))
             usage = obj.get("usage")
             if usage:
-                out.append(Chunk(n_tokens=0, info={"usage": usage}))
+                out.append(Chunk(n_tokens=0, usage=usage))
         self.buf = buf
         return out
 

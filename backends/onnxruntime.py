@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from backends.base import Backend, BackendOptions, Batch, LoadContext, Outputs, TensorSpec
+from backends.base import BackendDescription, BackendOptions, Batch, LoadContext, Outputs, TensorBackend, TensorSpec
 from harness.errors import BackendError, ModelError
 
 _ORT_DTYPES = {
@@ -34,7 +34,7 @@ class OrtOptions(BackendOptions):
     graph_optimization_level: Literal["disable", "basic", "extended", "all"] = "all"
 
 
-class OnnxRuntimeBackend(Backend):
+class OnnxRuntimeBackend(TensorBackend):
     name = "onnxruntime"
     Options = OrtOptions
     options: OrtOptions
@@ -90,7 +90,7 @@ class OnnxRuntimeBackend(Backend):
     def predict(self, batch: Batch) -> Outputs:
         return self.session.run(None, dict(batch))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> BackendDescription:
         return {
             "backend": self.name,
             "engine": "onnxruntime",

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from backends.base import Backend, BackendOptions, Batch, LoadContext, Outputs, TensorSpec
+from backends.base import BackendOptions, Batch, LoadContext, Outputs, TensorBackend, TensorSpec
 from harness.errors import BackendError, ConfigError, ModelError
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class LoadedModel:
     weights_sha256: str | None = None
 
 
-class PyTorchBackend(Backend):
+class PyTorchBackend(TensorBackend):
     name = "pytorch"
     Options = PyTorchOptions
     options: PyTorchOptions

@@ -14,7 +14,7 @@ each request streams alone and the rest queue in the SUT, where their wait is re
 queue time. Greedy with temperature 0; otherwise sampled from a generator seeded with the
 run's seed.
 
-Each finished request reports the KV cache it held (`info["metrics"]`): the bytes of the
+Each finished request reports the KV cache it held (`Chunk.metrics`): the bytes of the
 cache's key/value tensors divided among the batch's rows, and the positions cached. The
 summary sets that beside harness.results.kv_cache's estimate for this model's configuration.
 
@@ -32,15 +32,15 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
-from backends.base import Backend, BackendOptions, Chunk, LoadContext
+from backends.base import Chunk, LoadContext, StreamingBackend, StreamingOptions
 from harness.errors import BackendError, ConfigError, DatasetError, ModelError
 
 
-class PyTorchLLMOptions(BackendOptions):
+class PyTorchLLMOptions(StreamingOptions):
     device: str = Field(
         "cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$", description="cpu, cuda, cuda:N or mps; unavailable is an error"
     )
@@ -83,19 +83,17 @@ _END = object()  # the generation thread's "request finished" marker
 _STOP = object()  # tells the generation thread to exit
 
 
-class PyTorchLLMBackend(Backend):
+class PyTorchLLMBackend(StreamingBackend):
     name = "pytorch-llm"
     Options = PyTorchLLMOptions
     options: PyTorchLLMOptions
     requires = ("torch", "transformers")
     install_hint = "pip install 'loadgen-harness[llm,pytorch]'"
-    kind: ClassVar[str] = "generative"
+    kind = "generative"  # prompts in, tokens out (StreamingBackend.takes_prompts, produces_tokens)
 
     def __init__(self, options: PyTorchLLMOptions) -> None:
         super().__init__(options)
         #: what the event-loop SUT needs to know about this backend
-        self.takes_prompts = True
-        self.produces_tokens = True
         self.token_source = "model"  # one chunk per generated token id: exact counts
         self.max_in_flight: int | None = 1
         self._jobs: queue.Queue[Any] = queue.Queue()
@@ -283,7 +281,7 @@ class PyTorchLLMBackend(Backend):
                     held, positions_cached = _cache_bytes(cache), _cache_len(cache)
                     # The cache is one tensor per layer for the whole batch: each row holds an
                     # equal share, padding included, as it is allocated.
-                    j.put(Chunk(n_tokens=0, info={"metrics": {"kv_cache_bytes": held // rows, "kv_cache_tokens": positions_cached}}))
+                    j.put(Chunk(n_tokens=0, metrics={"kv_cache_bytes": held // rows, "kv_cache_tokens": positions_cached}))
                     j.put(_END)
             if all(j.done for j in batch):
                 return

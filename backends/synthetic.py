@@ -8,12 +8,12 @@ the GIL like real inference engines do; `busy` spins and holds a core.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from backends.base import Backend, BackendOptions, Batch, LoadContext, Outputs, TensorSpec
+from backends.base import BackendDescription, BackendOptions, Batch, LoadContext, Outputs, TensorBackend, TensorSpec
 
 _SPIN_NS = 300_000
 
@@ -41,7 +41,7 @@ class SyntheticOptions(BackendOptions):
         return self
 
 
-class SyntheticBackend(Backend):
+class SyntheticBackend(TensorBackend):
     name = "synthetic"
     Options = SyntheticOptions
     options: SyntheticOptions
@@ -100,5 +100,5 @@ class SyntheticBackend(Backend):
                 pass
         return outputs
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> BackendDescription:
         return {"backend": self.name, "engine": "synthetic", **self.options.model_dump(mode="json")}

@@ -6,7 +6,7 @@ up to `max_in_flight` request coroutines run at once (unlimited when the backend
 none); each drives `backend.stream(sample)` and stamps, on `perf_counter_ns`:
 
     dispatch     the request leaves the harness (queue time = dispatch - issue)
-    first_byte   response headers arrived        (a chunk with info["headers"])
+    first_byte   response headers arrived        (a chunk with `headers`)
     first_token  the first content-bearing chunk (text or n_tokens > 0)
     each chunk   kept in tokens.jsonl with its token count, for per-token ITL
     complete     the stream ended
@@ -14,7 +14,7 @@ none); each drives `backend.stream(sample)` and stamps, on `perf_counter_ns`:
 The whole generated text is kept per request in tokens.jsonl ("text"), with the dataset's
 validator verdict ("valid") when the sample has one, the server's cached prompt tokens
 (usage.prompt_tokens_details.cached_tokens) when it reports them, and any figures a
-backend measured itself (a chunk with info["metrics"], e.g. its KV-cache bytes).
+backend measured itself (a chunk with `metrics`, e.g. its KV-cache bytes).
 
 Completions (and first tokens) that finish in the same loop iteration are coalesced into
 one `QuerySamplesComplete` (`FirstTokenComplete`) call, made after the iteration. Every
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import Backend
+from backends.base import ResponseFormat, StreamingBackend
 from harness.child.record_writer import RecordWriter
 from harness.config.run_config import RunConfig
 from harness.data.datasets import Dataset
@@ -59,7 +59,7 @@ class PreparedDataset(Dataset):
         self.name = source.name
         self._prepare = prepare
         #: the source's per-sample answer check (prompt datasets with validators)
-        self.validate = getattr(source, "validate", None)
+        self.validate: Callable[[int, str], bool | None] | None = getattr(source, "validate", None)
         super().__init__(len(source), source.labels)
 
     def _make(self, index: int) -> Any:
@@ -93,16 +93,20 @@ class StreamingFactory:
     """What `build_streaming` hands the child: builds the SUT once records exist."""
 
     def __init__(
-        self, config: RunConfig, backend: Backend, dataset: Dataset, runner: EventLoopThread, warm_output: Any
+        self,
+        config: RunConfig,
+        backend: StreamingBackend,
+        dataset: PreparedDataset,
+        runner: EventLoopThread,
+        warm_output: Any,
     ) -> None:
         self.config = config
         self.backend = backend
         self.dataset = dataset
         self.runner = runner
-        fmt = getattr(backend, "response_format", None)
         #: dtype/shape of one output, so the summary can score accuracy (tensor answers
         #: only): the server's metadata when it has some, else the warm-up answer's
-        self.response_format = fmt() if callable(fmt) else None
+        self.response_format: ResponseFormat | None = backend.response_format()
         if self.response_format is None and isinstance(warm_output, np.ndarray):
             self.response_format = {"dtype": warm_output.dtype.name, "shape": list(warm_output.shape)}
 
@@ -115,55 +119,52 @@ class StreamingFactory:
             records,
             self.runner,
             lg,
-            tokens=bool(getattr(self.backend, "produces_tokens", self.backend.kind == "generative")),
+            tokens=self.backend.produces_tokens,
             first_token_calls=bool(self.config.use_token_latencies) and self.config.scenario != "Offline",
             return_outputs=return_outputs,
-            max_in_flight=getattr(self.backend, "max_in_flight", None),
+            max_in_flight=self.backend.max_in_flight,
         )
 
 
-def build_streaming(config: RunConfig, backend: Backend, workers: int) -> tuple[Dataset, StreamingFactory]:
+def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int) -> tuple[PreparedDataset, StreamingFactory]:
     """(dataset, sut_factory) for a backend whose kind is not "tensor".
 
     One event loop serves every request whatever `workers` says: the loop is I/O bound,
     and a second loop would only split the pool and add a thread contending for the GIL.
     """
-    if getattr(backend, "takes_prompts", backend.kind == "generative"):
+    if backend.takes_prompts:
         from harness.data.prompts import build_prompt_dataset
         from harness.results.slo import parse_slo
 
         parse_slo(config.slo)  # a wrong target key stops the run before the test, not after it
         # The backend's own tokenizer, when it has one, so lengths count in its tokens.
-        source: Dataset = build_prompt_dataset(config.dataset, config.seed, getattr(backend, "count_tokens", None))
+        source: Dataset = build_prompt_dataset(config.dataset, config.seed, backend.count_tokens)
     else:
         from harness.data.datasets import build_tensor_dataset
 
         source = build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
-    prepare = getattr(backend, "prepare", None)
-    dataset = PreparedDataset(source, prepare) if prepare else source
+    dataset = PreparedDataset(source, backend.prepare)
     runner = EventLoopThread()
-    warm = int(getattr(backend.options, "warmup_requests", 1))
-    output = runner.run(_warmup(backend, dataset, warm))
+    output = runner.run(_warmup(backend, dataset, backend.options.warmup_requests))
     return dataset, StreamingFactory(config, backend, dataset, runner, output)
 
 
-async def _warmup(backend: Backend, dataset: Dataset, n: int) -> Any:
+async def _warmup(backend: StreamingBackend, dataset: Dataset, n: int) -> Any:
     """Open the pool and send `n` requests at once, outside the timed test.
 
     Sent concurrently so that `n` pooled connections are open when the test starts: a
     burst of first requests would otherwise pay the TCP (and TLS) handshakes inside
-    the timed TTFT. Any failure stops the run. Returns a whole answer
-    (info["output"]) seen, if any.
+    the timed TTFT. Any failure stops the run. Returns a whole answer (a chunk's
+    `output`) seen, if any.
     """
-    opener = getattr(backend, "open", None)
-    if opener is not None:
-        await opener()
+    await backend.open()
 
     async def one(i: int) -> Any:
         output = None
         try:
             async for chunk in backend.stream(dataset.materialize(i % len(dataset))):
-                output = chunk.info.get("output", output)
+                if chunk.output is not None:
+                    output = chunk.output
         except Exception as e:  # noqa: BLE001 - every failure kind stops the run here, with its text
             raise BackendError(f"warm-up request {i} failed before the test started: {e}") from e
         return output
@@ -175,8 +176,8 @@ async def _warmup(backend: Backend, dataset: Dataset, n: int) -> Any:
 class StreamingSUT:
     def __init__(
         self,
-        backend: Backend,
-        dataset: Dataset,
+        backend: StreamingBackend,
+        dataset: PreparedDataset,
         records: RecordWriter,
         runner: EventLoopThread,
         lg: Any,
@@ -206,9 +207,9 @@ class StreamingSUT:
         self._flush_pending = False
         self._ids = iter(range(1 << 62))
         self.failed = 0
-        #: how the client counts tokens without usage: "tokenizer" or "chunks"
-        self._client_method = getattr(backend, "token_source", "chunks")
-        self._validate = getattr(dataset, "validate", None)
+        #: how the client counts tokens without usage: "tokenizer", "model" or "chunks"
+        self._client_method = backend.token_source
+        self._validate = dataset.validate
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
@@ -228,9 +229,7 @@ class StreamingSUT:
     async def _shutdown(self) -> None:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        closer = getattr(self.backend, "aclose", None)
-        if closer is not None:
-            await closer()
+        await self.backend.aclose()
 
     # --- the loop ----------------------------------------------------------------------
     def _enqueue(self, samples: list[Any], issued: int) -> None:
@@ -287,18 +286,16 @@ class StreamingSUT:
                     times.append(t)
                     counts.append(chunk.n_tokens)
                     texts.append(chunk.text)
-                info = chunk.info
-                if info:
-                    if "headers" in info:
-                        first_byte = t
-                    elif "usage" in info:
-                        usage = info["usage"]
-                    elif "output" in info:
-                        output = info["output"]
-                    elif "retry" in info:
-                        retries += 1
-                    elif "metrics" in info:
-                        metrics.update(info["metrics"])
+                if chunk.headers is not None:
+                    first_byte = t
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                if chunk.output is not None:
+                    output = chunk.output
+                if chunk.retry is not None:
+                    retries += 1
+                if chunk.metrics is not None:
+                    metrics.update(chunk.metrics)
         except Exception as e:  # noqa: BLE001 - any failure fails this sample, visibly
             reason = getattr(e, "reason", None) or type(e).__name__
             detail = getattr(e, "detail", None) or str(e)

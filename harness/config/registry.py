@@ -5,6 +5,10 @@ Another package adds a backend by declaring, in its pyproject.toml:
     mybackend = "mypkg.backend:MyBackend"
 Backend modules import their heavy dependencies lazily, so listing them is cheap and a
 missing extra shows up as "unavailable" with the install command, not as a crash.
+
+A class is checked against the contract (backends.base) when its entry point is loaded: a
+`kind` that is not one of `backends.base.KINDS` would otherwise route it down the wrong SUT
+silently, and a streaming kind without `stream` would fail every request.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import importlib.util
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from backends.base import Backend
+from backends.base import KINDS, STREAMING_KINDS, Backend, StreamingBackend, StreamingOptions
 from harness.errors import BackendError
 
 GROUP = "harness.backends"
@@ -49,16 +53,42 @@ def info(name: str) -> BackendInfo:
     try:
         cls = ep.load()
     except Exception as e:  # a broken third-party module must not break the listing
-        return BackendInfo(name, ep.value, None, (), f"{type(e).__name__}: {e}")
+        return BackendInfo(name, ep.value, None, (), f"failed to import: {type(e).__name__}: {e}")
+    broken = contract_error(cls)
+    if broken:
+        return BackendInfo(name, ep.value, None, (), broken)
     missing = tuple(m for m in cls.requires if importlib.util.find_spec(m) is None)
     return BackendInfo(name, ep.value, cls, missing)
+
+
+def contract_error(cls: object) -> str:
+    """Why `cls` cannot be served as a backend, in one sentence; "" when it can."""
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        return f"{cls!r} is not a subclass of backends.base.Backend"
+    where = f"class {cls.__module__}.{cls.__qualname__}"
+    kind = cls.kind
+    valid = "valid kinds: " + ", ".join(repr(k) for k in KINDS)
+    if kind not in KINDS:
+        return f"{where} has kind {kind!r}, which is not a backend kind; {valid}"
+    if kind in STREAMING_KINDS:
+        if not issubclass(cls, StreamingBackend):
+            return f"{where} has kind {kind!r}, served by the event loop, so it must subclass backends.base.StreamingBackend ({valid})"
+        if cls.stream is StreamingBackend.stream:
+            return f"{where} has the streaming kind {kind!r} but does not implement stream() ({valid})"
+        if not issubclass(cls.Options, StreamingOptions):
+            return f"{where}: its Options ({cls.Options.__name__}) must subclass backends.base.StreamingOptions"
+    elif issubclass(cls, StreamingBackend):
+        return f"{where} is a StreamingBackend but has kind {kind!r}; a StreamingBackend's kind is one of {', '.join(map(repr, STREAMING_KINDS))}"
+    elif cls.predict is Backend.predict:
+        return f"{where} has kind {kind!r} but does not implement predict() ({valid})"
+    return ""
 
 
 def get(name: str) -> type[Backend]:
     """The backend class, or one clear error saying what to install."""
     bi = info(name)
     if bi.error:
-        raise BackendError(f"backend {name!r} failed to import ({bi.target}): {bi.error}")
+        raise BackendError(f"backend {name!r} ({bi.target}): {bi.error}")
     assert bi.cls is not None
     if bi.missing:
         hint = bi.cls.install_hint or f"pip install {' '.join(bi.missing)}"

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from backends.base import Chunk
 from backends.http import RequestFailed, _SseParser
 
 
@@ -43,7 +44,7 @@ def test_every_split_and_line_ending_gives_the_same_chunks(cut, eol):
     chunks = _parse(STREAM.replace(b"\n", eol), cut)
     assert [c.text for c in chunks if c.text] == ["Hel", "lo", " world"]
     assert [c.n_tokens for c in chunks if c.text] == [1, 1, 1]
-    assert [c.info for c in chunks if not c.text] == [{"usage": {"prompt_tokens": 3, "completion_tokens": 3}}]
+    assert [c for c in chunks if not c.text] == [Chunk(n_tokens=0, usage={"prompt_tokens": 3, "completion_tokens": 3})]
 
 
 def test_completions_protocol_and_a_tokenizer_count():
