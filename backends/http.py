@@ -388,9 +388,15 @@ class HttpBackend(StreamingBackend):
             raise RequestFailed("malformed_json", f"missing {e} in {_squash(json.dumps(obj))}") from e
         if not text:
             raise RequestFailed("empty_output", "the answer has no text")
+        # The SUT takes chunks as typed (base.Chunk): a wrong type is this answer's failure.
+        if not isinstance(text, str):
+            raise RequestFailed("malformed_json", f"the answer's text is a {type(text).__name__}: {_squash(json.dumps(obj))}")
         out = [Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1)]
-        if obj.get("usage"):
-            out.append(Chunk(n_tokens=0, usage=obj["usage"]))
+        usage = obj.get("usage")
+        if usage:
+            if not isinstance(usage, dict):
+                raise RequestFailed("malformed_json", f"usage is not an object: {_squash(json.dumps(obj))}")
+            out.append(Chunk(n_tokens=0, usage=usage))
         return out
 
     def _v2_output(self, obj: dict[str, Any]) -> np.ndarray:
@@ -506,10 +512,15 @@ class _SseParser:
                 text = ((c.get("delta") or {}).get("content") if self.chat else c.get("text")) or ""
                 self.finished = self.finished or c.get("finish_reason") is not None
                 if text:
+                    # The SUT takes chunks as typed (base.Chunk): a wrong type is this stream's failure.
+                    if text.__class__ is not str:
+                        raise RequestFailed("malformed_sse", f"content is a {type(text).__name__}: {_squash(payload.decode())}")
                     self.content += 1
                     out.append(Chunk(text, self.count(text) if self.count else 1))
             usage = obj.get("usage")
             if usage:
+                if usage.__class__ is not dict:
+                    raise RequestFailed("malformed_sse", f"usage is not an object: {_squash(payload.decode())}")
                 out.append(Chunk(n_tokens=0, usage=usage))
         self.buf = buf
         return out

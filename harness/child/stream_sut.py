@@ -21,6 +21,15 @@ one `QuerySamplesComplete` (`FirstTokenComplete`) call, made after the iteration
 issued sample is completed exactly once: a failed request is completed with no data and
 recorded with status "error" and "reason: detail", so it never counts as a fast success.
 
+Failed request or harness bug: only the backend's own code is guarded per request (its
+`stream()` call and each step of the stream, where it talks to its server and parses the
+answer). An exception there fails that request. An exception in the harness's code on
+the same path (the dataset lookup, the chunk bookkeeping, the record) is a bug: the
+sample is still completed to LoadGen (it would wait for it forever), and the run ends as
+a crash through the child's `crash` handler (error.json with the traceback, the records
+so far kept). Without a handler, every later sample is completed unserved so that LoadGen
+ends the test, and `stop()` raises the bug.
+
 Token counts per request: the server's `usage.completion_tokens` when it sent one, else
 the sum of the chunks' counts (a local tokenizer's, or one per chunk). Both are kept in
 tokens.jsonl so the summary can report the source and any server/client mismatch.
@@ -29,6 +38,8 @@ tokens.jsonl so the summary can report the source and any server/client mismatch
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import sys
 import threading
 import time
@@ -38,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import ResponseFormat, StreamingBackend
+from backends.base import Chunk, ResponseFormat, StreamingBackend
 from harness.child.record_writer import RecordWriter
 from harness.config.run_config import RunConfig
 from harness.data.datasets import Dataset
@@ -110,7 +121,9 @@ class StreamingFactory:
         if self.response_format is None and isinstance(warm_output, np.ndarray):
             self.response_format = {"dtype": warm_output.dtype.name, "shape": list(warm_output.shape)}
 
-    def __call__(self, records: RecordWriter, return_outputs: bool) -> StreamingSUT:
+    def __call__(
+        self, records: RecordWriter, return_outputs: bool, crash: Callable[[BaseException], None] | None = None
+    ) -> StreamingSUT:
         import mlperf_loadgen as lg
 
         return StreamingSUT(
@@ -123,6 +136,7 @@ class StreamingFactory:
             first_token_calls=bool(self.config.use_token_latencies) and self.config.scenario != "Offline",
             return_outputs=return_outputs,
             max_in_flight=self.backend.max_in_flight,
+            crash=crash,
         )
 
 
@@ -160,9 +174,12 @@ async def _warmup(backend: StreamingBackend, dataset: Dataset, n: int) -> Any:
     await backend.open()
 
     async def one(i: int) -> Any:
+        sample = dataset.materialize(i % len(dataset))
         output = None
         try:
-            async for chunk in backend.stream(dataset.materialize(i % len(dataset))):
+            async for chunk in backend.stream(sample):
+                if not isinstance(chunk, Chunk):  # checked here, outside the timed test
+                    raise TypeError(f"stream() yielded a {type(chunk).__name__}, not a backends.base.Chunk")
                 if chunk.output is not None:
                     output = chunk.output
         except Exception as e:  # noqa: BLE001 - every failure kind stops the run here, with its text
@@ -186,6 +203,7 @@ class StreamingSUT:
         first_token_calls: bool,
         return_outputs: bool,
         max_in_flight: int | None,
+        crash: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.backend = backend
         self.dataset = dataset
@@ -207,6 +225,11 @@ class StreamingSUT:
         self._flush_pending = False
         self._ids = iter(range(1 << 62))
         self.failed = 0
+        #: called with a bug of the harness's own code on the request path (the child's
+        #: crash handler: error.json, records kept, exit); None: see `crashed`
+        self._crash = crash
+        #: the first such bug; from then on samples are completed unserved, and `stop` raises it
+        self.crashed: BaseException | None = None
         #: how the client counts tokens without usage: "tokenizer", "model" or "chunks"
         self._client_method = backend.token_source
         self._validate = dataset.validate
@@ -225,6 +248,11 @@ class StreamingSUT:
     def stop(self) -> None:
         self.runner.run(self._shutdown())
         self.runner.close()
+        if self.crashed is not None:
+            # No crash handler ended the process: LoadGen ran to its end on unserved
+            # completions. The records so far are kept, and the run ends as the bug.
+            self.records.close()
+            raise self.crashed
 
     async def _shutdown(self) -> None:
         if self._tasks:
@@ -259,99 +287,137 @@ class StreamingSUT:
     async def _worker(self, item: tuple[int, int, int] | None) -> None:
         # A worker serves queued samples until none is left: at most `max_in_flight`
         # workers exist, so the limit holds without a semaphore per request.
-        while item is not None:
-            await self._serve(*item)
-            item = self._take()
-        self._active -= 1
+        try:
+            while item is not None:
+                if self.crashed is None:
+                    await self._serve(*item)
+                else:
+                    self._unserved(item[0], first_sent=False)
+                item = self._take()
+        finally:
+            self._active -= 1
 
     async def _serve(self, qid: int, index: int, issued: int) -> None:
-        sample = self.dataset.get(index)
-        times: list[int] = []
-        counts: list[int] = []
-        texts: list[str] = []
-        usage: dict[str, Any] | None = None
-        output: Any = None
-        metrics: dict[str, Any] = {}
-        first_byte = first_token = retries = 0
-        error = ""
-        dispatch = _now()
+        first_token = 0
+        completed = False
+        stream: Any = None
         try:
-            async for chunk in self.backend.stream(sample):
-                t = _now()
-                if chunk.text or chunk.n_tokens:
-                    if not first_token:
-                        first_token = t
-                        if self.first_token_calls:
-                            self._first(qid, chunk.text)
-                    times.append(t)
-                    counts.append(chunk.n_tokens)
-                    texts.append(chunk.text)
-                if chunk.headers is not None:
-                    first_byte = t
-                if chunk.usage is not None:
-                    usage = chunk.usage
-                if chunk.output is not None:
-                    output = chunk.output
-                if chunk.retry is not None:
-                    retries += 1
-                if chunk.metrics is not None:
-                    metrics.update(chunk.metrics)
-        except Exception as e:  # noqa: BLE001 - any failure fails this sample, visibly
-            reason = getattr(e, "reason", None) or type(e).__name__
-            detail = getattr(e, "detail", None) or str(e)
-            error = f"{reason}: {detail}".replace("\n", " ")[:500]
-        done = _now()
-        client_tokens = sum(counts)
-        server_tokens = _int(usage, "completion_tokens")
-        n_tokens = server_tokens if server_tokens is not None else client_tokens
-        input_tokens = _int(usage, "prompt_tokens") or getattr(sample, "input_tokens", 0)
-        lg_tokens = n_tokens
-        if error:
-            self.failed += 1
-            data = None
-            # LoadGen has no notion of failure: a sample without a first token wrecks its
-            # TTFT statistics (min becomes INT64_MIN) and fewer than 2 tokens logs an error
-            # per sample. So a failed sample reports its failure time as first token and
-            # at least 2 tokens; the harness's own figures exclude it entirely.
-            if self.first_token_calls and not first_token:
-                self._first(qid, "")
-            lg_tokens = max(n_tokens, 2)
-        elif output is not None:
-            data = output
-        elif self.return_outputs:
-            data = "".join(texts)
-        else:
-            data = None
-        self._complete(qid, data, lg_tokens)
-        status = "error" if error else "ok"
-        self.records.add(
-            (qid, index, issued, dispatch, first_byte, first_token, done, n_tokens, input_tokens, next(self._ids), 0, status, error)
-        )
-        if self.tokens or retries:
-            text = "".join(texts)
-            # Checked after the completion was queued to LoadGen, so it is not timed.
-            valid = self._validate(index, text) if self._validate is not None and not error else None
-            details = (usage or {}).get("prompt_tokens_details")
-            self.records.add_tokens(
-                {
-                    "query_id": qid,
-                    "sample_index": index,
-                    "status": status,
-                    "t": times,
-                    "k": counts,
-                    "n": n_tokens,
-                    "source": ("usage" if server_tokens is not None else self._client_method) if self.tokens else None,
-                    "client_method": self._client_method,
-                    "server_tokens": server_tokens,
-                    "client_tokens": client_tokens,
-                    "input_tokens": input_tokens,
-                    "retries": retries,
-                    "cached_tokens": _int(details if isinstance(details, dict) else None, "cached_tokens"),
-                    "text": text,
-                    "valid": valid,
-                    **({"metrics": metrics} if metrics else {}),
-                }
+            sample = self.dataset.get(index)
+            times: list[int] = []
+            counts: list[int] = []
+            texts: list[str] = []
+            usage: dict[str, Any] | None = None
+            output: Any = None
+            metrics: dict[str, Any] = {}
+            first_byte = retries = 0
+            error = ""
+            bug: Exception | None = None
+            dispatch = _now()
+            try:
+                stream = self.backend.stream(sample)
+                async for chunk in stream:
+                    try:  # the loop body is the harness's own code: an exception here is a bug
+                        t = _now()
+                        if chunk.text or chunk.n_tokens:
+                            if not first_token:
+                                first_token = t
+                                if self.first_token_calls:
+                                    self._first(qid, chunk.text)
+                            times.append(t)
+                            counts.append(chunk.n_tokens)
+                            texts.append(chunk.text)
+                        if chunk.headers is not None:
+                            first_byte = t
+                        if chunk.usage is not None:
+                            usage = chunk.usage
+                        if chunk.output is not None:
+                            output = chunk.output
+                        if chunk.retry is not None:
+                            retries += 1
+                        if chunk.metrics is not None:
+                            metrics.update(chunk.metrics)
+                    except Exception as e:  # noqa: BLE001 - not this request's failure: re-raised below
+                        bug = e
+                        break
+            except Exception as e:  # noqa: BLE001 - the backend failed this request, visibly
+                error = _failure_text(e)
+            if bug is not None:
+                raise bug
+            done = _now()
+            client_tokens = sum(counts)
+            server_tokens = _int(usage, "completion_tokens")
+            n_tokens = server_tokens if server_tokens is not None else client_tokens
+            input_tokens = _int(usage, "prompt_tokens") or getattr(sample, "input_tokens", 0)
+            lg_tokens = n_tokens
+            if error:
+                self.failed += 1
+                data = None
+                # LoadGen has no notion of failure: a sample without a first token wrecks its
+                # TTFT statistics (min becomes INT64_MIN) and fewer than 2 tokens logs an error
+                # per sample. So a failed sample reports its failure time as first token and
+                # at least 2 tokens; the harness's own figures exclude it entirely.
+                if self.first_token_calls and not first_token:
+                    self._first(qid, "")
+                lg_tokens = max(n_tokens, 2)
+            elif output is not None:
+                data = output
+            elif self.return_outputs:
+                data = "".join(texts)
+            else:
+                data = None
+            self._complete(qid, data, lg_tokens)
+            completed = True
+            status = "error" if error else "ok"
+            self.records.add(
+                (qid, index, issued, dispatch, first_byte, first_token, done, n_tokens, input_tokens, next(self._ids), 0, status, error)
             )
+            if self.tokens or retries:
+                text = "".join(texts)
+                # Checked after the completion was queued to LoadGen, so it is not timed.
+                valid = self._validate(index, text) if self._validate is not None and not error else None
+                details = (usage or {}).get("prompt_tokens_details")
+                self.records.add_tokens(
+                    {
+                        "query_id": qid,
+                        "sample_index": index,
+                        "status": status,
+                        "t": times,
+                        "k": counts,
+                        "n": n_tokens,
+                        "source": ("usage" if server_tokens is not None else self._client_method) if self.tokens else None,
+                        "client_method": self._client_method,
+                        "server_tokens": server_tokens,
+                        "client_tokens": client_tokens,
+                        "input_tokens": input_tokens,
+                        "retries": retries,
+                        "cached_tokens": _int(details if isinstance(details, dict) else None, "cached_tokens"),
+                        "text": text,
+                        "valid": valid,
+                        **({"metrics": metrics} if metrics else {}),
+                    }
+                )
+        except Exception as e:  # noqa: BLE001 - a bug of the harness: the run ends as a crash
+            await self._crashed(e, qid, bool(first_token), completed, stream)
+
+    async def _crashed(self, exc: Exception, qid: int, first_sent: bool, completed: bool, stream: Any) -> None:
+        """A bug of the harness's own code while serving `qid`: complete the sample if it is
+        not yet (LoadGen would wait for it forever), then end the run as a crash."""
+        if not completed:
+            self._unserved(qid, first_sent)
+        if self.crashed is None:
+            self.crashed = exc
+        if self._crash is not None:
+            self._crash(exc)  # the child's handler exits the process
+        if inspect.isasyncgen(stream):  # left suspended mid-answer: let the backend clean up
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+
+    def _unserved(self, qid: int, first_sent: bool) -> None:
+        """Complete `qid` to LoadGen with no data and no request: only ever after a crash."""
+        if self.first_token_calls and not first_sent:
+            self._firsts.append(self._response(qid, 0, 0))
+        self._done.append(self._response(qid, 0, 0, 2) if self.tokens else self._response(qid, 0, 0))
+        self._schedule()
 
     # --- completion, coalesced per loop iteration --------------------------------------
     def _first(self, qid: int, text: str) -> None:
@@ -396,3 +462,14 @@ class StreamingSUT:
 def _int(d: dict[str, Any] | None, key: str) -> int | None:
     v = d.get(key) if d else None
     return int(v) if isinstance(v, (int, float)) else None
+
+
+def _failure_text(e: BaseException) -> str:
+    """"reason: detail" of a failed request, one line. The exception is the backend's, and so
+    is its `str`: one that cannot be shown still fails only its request."""
+    try:
+        reason = getattr(e, "reason", None) or type(e).__name__
+        detail = getattr(e, "detail", None) or str(e)
+        return f"{reason}: {detail}".replace("\n", " ")[:500]
+    except Exception:  # noqa: BLE001 - see above
+        return f"{type(e).__name__}: (its text could not be read)"

@@ -61,6 +61,9 @@ def test_completions_protocol_and_a_tokenizer_count():
         (b"data: {not json\n\n", "malformed_sse"),
         (b"data: \xff\xfe\n\n", "malformed_sse"),  # not UTF-8
         (_event({"error": {"message": "overloaded"}}), "server_error"),
+        # typed chunks (base.Chunk): a server's wrong types fail the stream, not the harness
+        (_event(_delta(5)) + b"data: [DONE]\n\n", "malformed_sse"),
+        (_event({"choices": [], "usage": [3, 3]}), "malformed_sse"),
     ],
 )
 def test_broken_streams_fail_with_their_reason(stream, reason):
