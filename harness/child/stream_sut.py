@@ -43,13 +43,13 @@ import inspect
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from backends.base import Chunk, ResponseFormat, StreamingBackend
+from harness.child.issue_queue import IssueQueue
 from harness.child.record_writer import RecordWriter
 from harness.config.run_config import RunConfig
 from harness.data.datasets import Dataset
@@ -216,7 +216,7 @@ class StreamingSUT:
         self.first_token_calls = first_token_calls
         self.return_outputs = return_outputs
         self._limit = max_in_flight or sys.maxsize
-        self._queue: deque[list[Any]] = deque()  # [samples, next position, issue time]
+        self._queue = IssueQueue()
         self._active = 0
         self._tasks: set[asyncio.Task[None]] = set()  # strong refs: the loop keeps only weak ones
         self._firsts: list[Any] = []
@@ -261,28 +261,15 @@ class StreamingSUT:
 
     # --- the loop ----------------------------------------------------------------------
     def _enqueue(self, samples: list[Any], issued: int) -> None:
-        self._queue.append([samples, 0, issued])
+        self._queue.put(samples, issued)
         while self._active < self._limit:
-            item = self._take()
+            item = self._queue.take_one()
             if item is None:
                 return
             self._active += 1
             task = self._loop.create_task(self._worker(item))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-
-    def _take(self) -> tuple[int, int, int] | None:
-        q = self._queue
-        if not q:
-            return None
-        run = q[0]
-        samples, pos, issued = run
-        s = samples[pos]
-        if pos + 1 == len(samples):
-            q.popleft()
-        else:
-            run[1] = pos + 1
-        return s.id, s.index, issued
 
     async def _worker(self, item: tuple[int, int, int] | None) -> None:
         # A worker serves queued samples until none is left: at most `max_in_flight`
@@ -293,7 +280,7 @@ class StreamingSUT:
                     await self._serve(*item)
                 else:
                     self._unserved(item[0], first_sent=False)
-                item = self._take()
+                item = self._queue.take_one()
         finally:
             self._active -= 1
 
