@@ -4,10 +4,13 @@ Every finding has a kind; the worst kind decides the exit code, so scripts can b
 on it without parsing text:
 
     0  valid       complete, hashes intact, LoadGen says VALID (or an accuracy run finished)
-    4  invalid     intact and complete, but LoadGen's verdict is INVALID or it logged errors
-    5  incomplete  a file is missing, the run was cut short, or records are missing
+    4  invalid     intact and complete, but LoadGen's verdict is INVALID or it logged errors,
+                   or fewer samples succeeded than the run's min_success_rate
+    5  incomplete  a file is missing or empty (LoadGen's log included), the run was cut
+                   short, or records are missing
     6  tampered    a recorded sha256 no longer matches (run.yaml, records.csv, summary.json,
-                   the model file, the rebuilt dataset)
+                   the model file, the rebuilt dataset), or a file is damaged: not what
+                   the harness or LoadGen writes (garbage, a JSON list, a bad CSV cell)
 
 Exit 2 stays the harness's "cannot read this at all" (not a results folder).
 """
@@ -21,8 +24,9 @@ from typing import Any
 from harness.data.hashing import sha256_file
 from harness.errors import HarnessError, OutputError, ResultsError
 from harness.results import folder
-from harness.results.loadgen_log import read_detail
+from harness.results.loadgen_log import detail_problem, read_detail
 from harness.results.records import read_records
+from harness.results.summary import min_success_rate_of, shape_problem
 
 EXIT_VALID = 0
 EXIT_INVALID = 4
@@ -103,10 +107,20 @@ def check_run(run_dir: Path, rebuild_dataset: bool = True) -> CheckResult:
     manifest = _read(result, folder.MANIFEST, lambda: folder.read_json(run_dir, folder.MANIFEST))
     if manifest is not None:
         _check_hashes(result, run_dir, manifest)
+    for name in (folder.SYSTEM, folder.CHILD, folder.COST):  # read by the reports and verbs
+        _read(result, name, lambda name=name: folder.read_json(run_dir, name))
+    _read(result, folder.RUN_CONFIG, lambda: folder.read_run_config(run_dir, required=False))
     summary = _read(result, folder.SUMMARY, lambda: folder.read_json(run_dir, folder.SUMMARY))
+    if summary is not None and (problem := shape_problem(summary)):
+        result.add("tampered", folder.SUMMARY, f"{run_dir / folder.SUMMARY} is damaged: {problem}")
+        summary = None
     lg, lg_errors, _ = read_detail(run_dir)
+    log_problem = detail_problem(run_dir)
+    if log_problem and (run_dir / folder.LOADGEN_DETAIL).is_file():  # a missing one is reported already
+        result.add(log_problem[0], folder.LOADGEN_DETAIL, log_problem[1])
     _check_records(result, run_dir, lg)
     _check_verdict(result, summary, lg, lg_errors)
+    _check_success_rate(result, summary)
     if (run_dir / folder.AUDIT_CONFIG).is_file():
         # LoadGen let audit.config override the settings: a compliance run, not a result to publish.
         result.add("note", folder.AUDIT_CONFIG, "a compliance audit run: LoadGen's settings were overridden by audit.config")
@@ -171,14 +185,23 @@ def _run_yaml(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _check_records(result: CheckResult, run_dir: Path, lg: dict[str, Any]) -> None:
-    if not (run_dir / folder.RECORDS).is_file() or not lg:
+    if not (run_dir / folder.RECORDS).is_file():
         return
     try:
         records = read_records(run_dir)
     except OutputError as e:
         result.add("tampered", folder.RECORDS, str(e))
         return
-    want = expected_samples(lg)
+    if not lg:
+        # Nothing to count them against: LoadGen's log is missing, empty or damaged, a
+        # finding of its own. Never a pass: the log is the official record.
+        result.add("incomplete", "records", f"{len(records)} records, but no LoadGen log entries to count them against")
+        return
+    try:
+        want = expected_samples(lg)
+    except (TypeError, ValueError):
+        result.add("tampered", folder.LOADGEN_DETAIL, "its query count is not a number")
+        return
     if want is None:
         result.add("incomplete", "query count", "LoadGen logged no query count: the test did not finish")
     elif len(records) != want:
@@ -205,6 +228,24 @@ def _check_verdict(result: CheckResult, summary: dict[str, Any] | None, lg: dict
     else:
         why = "; ".join(summary["validity"].get("reasons") or []) or summary["validity"].get("loadgen_invalid_reason") or ""
         result.add("invalid", "validity", f"LoadGen: {validity}" + (f" ({why})" if why else ""))
+
+
+def _check_success_rate(result: CheckResult, summary: dict[str, Any] | None) -> None:
+    """The harness's own verdict: LoadGen's VALID speaks of latencies only."""
+    if summary is None or not summary["harness"].get("samples"):
+        return
+    rate = summary["harness"]["success_rate"]
+    recorded = summary["validity"].get("harness")
+    if isinstance(recorded, dict) and isinstance(recorded.get("min_success_rate"), (int, float)):
+        threshold = float(recorded["min_success_rate"])
+    else:  # a summary from before the setting: the run's config, else the default
+        threshold = min_success_rate_of(_run_yaml(result.run_dir) or {})
+    if rate < threshold:
+        result.add("invalid", "success rate",
+                   f"{rate * 100:.2f}% of samples succeeded, below min_success_rate {threshold * 100:g}% "
+                   f"({summary['harness']['failed']:,} failed)")
+    else:
+        result.add("ok", "success rate", f"{rate * 100:.2f}% ≥ min_success_rate {threshold * 100:g}%")
 
 
 def _check_rerunnable(result: CheckResult, run_dir: Path, summary: dict[str, Any] | None, rebuild_dataset: bool) -> None:

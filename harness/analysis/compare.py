@@ -21,12 +21,13 @@ from harness.results import folder, metrics
 from harness.results.metrics import ALIASES, METRICS, NAMES
 from harness.results.stats import median
 from harness.results.stats import over_runs as stats  # noqa: F401  (compare's name for it; tests import it here)
+from harness.results.summary import read_summary
 
 
 def headline(run_dir: Path) -> dict[str, float | None]:
     """The figures people compare, by their vocabulary name (harness.results.metrics), from
     one results folder (None where the run has none)."""
-    out = metrics.from_summary(folder.load_summary(run_dir))
+    out = metrics.from_summary(read_summary(run_dir))
     cost = read_cost(run_dir) or {}
     out["cost_per_success"] = cost.get("per_successful_task")
     return out
@@ -91,7 +92,7 @@ class Difference:
 def _facts(run_dir: Path) -> dict[str, dict[str, Any]]:
     """What must match, by category, flattened to key -> value."""
     config = folder.read_run_config(run_dir) or {}
-    summary = folder.load_summary(run_dir)
+    summary = read_summary(run_dir)
     manifest = folder.read_json(run_dir, folder.MANIFEST) or {}
     system = folder.read_json(run_dir, folder.SYSTEM) or {}
     facts: dict[str, dict[str, Any]] = {c: {} for c in CATEGORIES}

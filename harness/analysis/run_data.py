@@ -16,6 +16,7 @@ from harness.errors import OutputError, ResultsError
 from harness.results import folder
 from harness.results.breakdown import aggregate, aggregate_from_summary, backend_stages, rates
 from harness.results.records import read_records
+from harness.results.summary import check_shape
 
 #: sections every renderer reads; a summary without one is from an interrupted write
 REQUIRED_SECTIONS = ("run", "status", "validity", "loadgen", "harness")
@@ -73,6 +74,7 @@ def load_run(run_dir: Path, summary: dict[str, Any] | None = None) -> RunData:
             f"{run_dir / folder.SUMMARY} lacks section {', '.join(repr(m) for m in missing)}: it was cut off "
             "or edited by hand; rebuild it with harness.results.summary.write_summary(DIR, {}) or re-run the test"
         )
+    check_shape(run_dir, summary)
     data = RunData(
         run_dir=run_dir,
         summary=summary,

@@ -12,6 +12,7 @@ import click
 from rich.markup import escape
 
 from harness.cli._common import console, err_console, handle_errors
+from harness.errors import EXIT_INCOMPLETE, EXIT_NEGATIVE
 from harness.results.folder import REPORT_HTML
 
 
@@ -57,6 +58,7 @@ def run(
     from harness.config import registry
     from harness.config.run_config import build_config
     from harness.report.terminal import render
+    from harness.results.summary import success_rate_failed
     from harness.run import runner
 
     # Read the price sheet before the test, so a typo in it costs no run.
@@ -102,7 +104,11 @@ def run(
             else:
                 render(outcome.summary, console, str(outcome.run_dir))
             if outcome.summary["status"] != "complete":
-                worst = max(worst, 3)
+                worst = max(worst, EXIT_INCOMPLETE)
+            elif success_rate_failed(outcome.summary):
+                # The harness's verdict (docs/reproducibility.md): the run finished and the
+                # answer is "no", as a fired gate; a crash (3) still outranks it.
+                worst = max(worst, EXIT_NEGATIVE)
         if repeated and not as_json:
             from harness.report.compare_view import render_aggregate
 
@@ -122,10 +128,10 @@ def report(run_dir: Path, fmt: str, output: Path | None) -> None:
     """Report a finished run from its results folder alone."""
     from harness.report import write_report
     from harness.report.terminal import render
-    from harness.results.folder import load_summary
+    from harness.results.summary import read_summary
 
     if fmt == "terminal":
-        render(load_summary(run_dir), console, str(run_dir))
+        render(read_summary(run_dir), console, str(run_dir))
         return
     if output is None and fmt == "html":
         output = run_dir / REPORT_HTML

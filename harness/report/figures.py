@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.results import metrics
 from harness.results.stats import PERCENTILE_KEYS
+from harness.results.summary import success_rate_failed
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -52,6 +53,8 @@ def label(key: str) -> str:
 
 def verdict(summary: dict[str, Any]) -> str:
     run = summary["run"]
+    if success_rate_failed(summary):
+        return "INVALID"  # LoadGen's VALID speaks of latencies only
     result = summary["validity"].get("result")
     if result:
         return str(result)
@@ -75,6 +78,8 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
         lines.append(
             f"success {pct(ours['success_rate'])} ({ours['succeeded']:,} of {ours['samples']:,})"
             + (f" · failures: {', '.join(f'{k} {v}' for k, v in ours['failures_by_reason'].items())}" if ours["failed"] else "")
+            + (f" · below min_success_rate {summary['validity']['harness']['min_success_rate'] * 100:g}%"
+               if success_rate_failed(summary) else "")
         )
     setup = setup_line(summary)
     if setup:
@@ -145,6 +150,9 @@ def validity_table(summary: dict[str, Any]) -> Table:
         ["performance constraints met", str(v.get("perf_constraints_met"))],
         ["early stopping met", str(v.get("early_stopping_met"))],
     ]
+    harness = v.get("harness")
+    if isinstance(harness, dict) and harness.get("success_rate_ok") is not None:
+        rows.append([f"success rate ≥ {harness['min_success_rate'] * 100:g}% (harness)", str(harness["success_rate_ok"])])
     if v.get("early_stopping_result"):
         rows.append(["early stopping", str(v["early_stopping_result"])])
     if v.get("loadgen_invalid_reason"):

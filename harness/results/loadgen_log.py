@@ -26,15 +26,44 @@ def read_detail(run_dir: Path) -> tuple[dict[str, Any], list[str], list[str]]:
                 entry = json.loads(line[len(":::MLLOG ") :])
             except json.JSONDecodeError:
                 continue  # a line cut by a crash
+            if not isinstance(entry, dict):
+                continue
             key = entry.get("key")
-            meta = entry.get("metadata", {})
+            meta = entry.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
             if meta.get("is_error"):
                 errors.append(f"{key}: {entry.get('value')}")
             elif meta.get("is_warning"):
                 warnings.append(f"{key}: {entry.get('value')}")
-            if key:
+            if isinstance(key, str) and key:
                 values[key] = entry.get("value")
     return values, errors, warnings
+
+
+def detail_problem(run_dir: Path) -> tuple[str, str] | None:
+    """What is wrong with LoadGen's log, as (kind, words) for `harness check`, or None.
+
+    It is the official record, so a folder whose log is missing, empty or not LoadGen's
+    can never pass as VALID: "incomplete" when there is no log to read (the test never
+    wrote it), "tampered" when there are bytes that are not LoadGen's (a log LoadGen wrote
+    opens with its MLLOG lines; a crash cuts only its end).
+    """
+    path = run_dir / DETAIL
+    if not path.is_file():
+        return "incomplete", f"{path} is missing"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64 * 1024)
+    except OSError as e:
+        return "tampered", f"{path} cannot be read: {e.strerror}"
+    if not head.strip():
+        return "incomplete", f"{path} is empty: LoadGen's log of the test is gone"
+    values, _, _ = read_detail(run_dir)
+    if not values:
+        return "tampered", f"{path} is damaged: no LoadGen log entries (:::MLLOG lines) in it"
+    if not head.lstrip().startswith(b":::MLLOG "):
+        return "tampered", f"{path} is damaged: it does not start with LoadGen's :::MLLOG lines"
+    return None
 
 
 def effective_settings(values: dict[str, Any]) -> dict[str, Any]:

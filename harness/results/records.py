@@ -113,18 +113,32 @@ def read_records(run_dir: Path) -> Records:
     status: list[str] = []
     errors: list[str] = []
     int_cols = [(i, c) for i, c in enumerate(COLUMNS) if c in ints]
-    with open(path, newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None or tuple(header) != COLUMNS:
-            raise ResultsError(f"{path} is damaged: unexpected header {header}; expected {','.join(COLUMNS)}")
-        for row in reader:
-            if len(row) != len(COLUMNS):  # a row cut by a crash mid-write
-                continue
-            for i, c in int_cols:
-                ints[c].append(int(row[i]))
-            status.append(row[-2])
-            errors.append(row[-1])
+    # Every way the file can be damaged is one ResultsError naming it and the place.
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None or tuple(header) != COLUMNS:
+                shown = "none (the file is empty)" if header is None else ",".join(header)[:80]
+                raise ResultsError(f"{path} is damaged: unexpected header {shown}; expected {','.join(COLUMNS)}")
+            for row in reader:
+                if len(row) != len(COLUMNS):  # a row cut by a crash mid-write
+                    continue
+                for i, c in int_cols:
+                    try:
+                        ints[c].append(int(row[i]))
+                    except ValueError:
+                        raise ResultsError(
+                            f"{path} is damaged: line {reader.line_num}, column {c}: {row[i][:40]!r} is not an integer"
+                        ) from None
+                status.append(row[-2])
+                errors.append(row[-1])
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"{path} is damaged: not UTF-8 text (byte {e.start})") from e
+    except csv.Error as e:
+        raise ResultsError(f"{path} is damaged: not CSV ({e})") from e
+    except OSError as e:
+        raise ResultsError(f"{path} cannot be read: {e.strerror}") from e
     cols: dict[str, Any] = {c: np.asarray(v, dtype=np.int64) for c, v in ints.items()}
     cols["status"] = np.asarray(status, dtype=object)
     cols["error"] = np.asarray(errors, dtype=object)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.errors import ResultsError
 from harness.results import folder
 from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
@@ -76,6 +77,80 @@ def _accuracy(run_dir: Path, child: dict[str, Any]) -> dict[str, Any] | None:
     correct = sum(1 for i in idx if seen.get(i) == int(labels[i]))
     result.update(metric="top1", value=correct / len(idx) if idx else None, scored_samples=len(idx), correct=correct)
     return result
+
+
+#: RunConfig.min_success_rate's default (results cannot import config; a test pins that they agree)
+DEFAULT_MIN_SUCCESS_RATE = 0.95
+
+
+def harness_validity(loadgen_result: str | None, ours: dict[str, Any], min_success_rate: float) -> dict[str, Any]:
+    """summary.json's validity.harness: LoadGen's VALID speaks of latencies only (a failed
+    sample is timed like any other), so the harness also fails a run whose samples failed."""
+    rate = ours.get("success_rate") if ours.get("samples") else None
+    ok = None if rate is None else bool(rate >= min_success_rate)
+    return {"result": "INVALID" if ok is False else loadgen_result, "min_success_rate": min_success_rate, "success_rate_ok": ok}
+
+
+def success_rate_failed(summary: dict[str, Any]) -> bool:
+    """The harness's verdict is negative: too many samples failed (validity.harness)."""
+    validity = summary.get("validity")
+    harness = validity.get("harness") if isinstance(validity, dict) else None
+    return isinstance(harness, dict) and harness.get("success_rate_ok") is False
+
+
+#: what every reader indexes without a guard: section -> (its type, {key: the key's types})
+_SHAPE: dict[str, tuple[type, dict[str, tuple[type, ...]]]] = {
+    "run": (dict, {"name": (str,), "scenario": (str,), "mode": (str,), "backend": (str,)}),
+    "status": (str, {}),
+    "validity": (dict, {"reasons": (list,), "fixes": (list,)}),
+    "loadgen": (dict, {"latency_ms": (dict,)}),
+    "harness": (dict, {"samples": (int,)}),
+}
+#: the harness section's figures, present whenever it counted samples
+_COUNTED = {"succeeded": (int,), "failed": (int,), "success_rate": (int, float), "failures_by_reason": (dict,),
+            "latency_ms": (dict,), "queue_ms": (dict,), "service_ms": (dict,)}
+_OPTIONAL = ("agreement", "tokens", "accuracy", "timings_s", "sut", "backend", "dataset")
+
+
+def shape_problem(summary: dict[str, Any]) -> str | None:
+    """What makes a summary.json unreadable for the renderers and verbs, in words; None if
+    nothing. A file edited by hand or cut off is named, never a KeyError deep in a report."""
+    for section, (kind, keys) in _SHAPE.items():
+        value = summary.get(section)
+        if not isinstance(value, kind):
+            what = "missing" if section not in summary else f"a {type(value).__name__}, not a {kind.__name__}"
+            return f"section {section!r} is {what}"
+        if section == "harness" and value.get("samples"):
+            keys = keys | _COUNTED
+        for key, types in keys.items():
+            item = value.get(key)
+            if not isinstance(item, types) or isinstance(item, bool):
+                what = "missing" if key not in value else f"a {type(item).__name__}"
+                return f"{section}.{key} is {what}, not a {' or '.join(t.__name__ for t in types)}"
+    for section in _OPTIONAL:
+        if summary.get(section) is not None and not isinstance(summary[section], dict):
+            return f"section {section!r} is a {type(summary[section]).__name__}, not an object"
+    return None
+
+
+def check_shape(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    problem = shape_problem(summary)
+    if problem:
+        raise ResultsError(
+            f"{run_dir / folder.SUMMARY} is damaged: {problem} (cut off or edited by hand); rebuild it with "
+            "harness.results.summary.write_summary(DIR, {}) or re-run the test"
+        )
+    return summary
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """summary.json, with the sections every reader indexes checked: damage is a ResultsError."""
+    return check_shape(run_dir, folder.load_summary(run_dir))
+
+
+def min_success_rate_of(config: dict[str, Any]) -> float:
+    value = config.get("min_success_rate")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else DEFAULT_MIN_SUCCESS_RATE
 
 
 def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
@@ -142,6 +217,14 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             f"{ours['failed']} of {ours['samples']} samples failed ({', '.join(f'{k}: {v}' for k, v in ours['failures_by_reason'].items())}); "
             "LoadGen timed them, the harness's figures exclude them"
         )
+    verdict = harness_validity(validity, ours, min_success_rate_of(config))
+    if verdict["success_rate_ok"] is False:
+        reasons.append(
+            f"success {ours['success_rate'] * 100:.2f}% is below min_success_rate {verdict['min_success_rate'] * 100:g}%: "
+            "the harness's verdict is INVALID whatever LoadGen says (its VALID speaks of latencies only)"
+        )
+        fixes.append("make the failing requests succeed (failures_by_reason says why they fail); "
+                     "lower min_success_rate only where failures are what the run measures")
     summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run": {
@@ -165,6 +248,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             "loadgen_invalid_reason": lg.get("result_invalid_reason"),
             "reasons": reasons,
             "fixes": fixes,
+            "harness": verdict,
         },
         "loadgen": {
             "throughput_per_s": _loadgen_throughput(scenario, lg),
