@@ -127,6 +127,12 @@ def shape_problem(summary: dict[str, Any]) -> str | None:
             if not isinstance(item, types) or isinstance(item, bool):
                 what = "missing" if key not in value else f"a {type(item).__name__}"
                 return f"{section}.{key} is {what}, not a {' or '.join(t.__name__ for t in types)}"
+    verdict = summary["validity"].get("harness")
+    if verdict is not None and not (
+        isinstance(verdict, dict) and isinstance(verdict.get("min_success_rate"), (int, float))
+        and verdict.get("success_rate_ok") in (True, False, None)
+    ):
+        return "validity.harness is not {result, min_success_rate, success_rate_ok}"
     for section in _OPTIONAL:
         if summary.get(section) is not None and not isinstance(summary[section], dict):
             return f"section {section!r} is a {type(summary[section]).__name__}, not an object"
