@@ -40,6 +40,9 @@ from harness.run.sysinfo import describe_system
 class RunOutcome:
     run_dir: Path
     summary: dict[str, Any]
+    # The signal that stopped the run ("SIGTERM"), so a caller running several (repeats, the
+    # demo) can stop too instead of starting the next; None when nothing stopped it.
+    stopped_by: str | None = None
 
 
 def resolve(config: RunConfig) -> RunConfig:
@@ -98,28 +101,31 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
     """One test in a child process. `audit_config`: the text of a LoadGen compliance
     audit.config (TEST01/TEST04), written into the folder before the child starts."""
     config = resolve(config)
-    run_dir = new_results_dir(output_root, f"{config.name}-{config.scenario}")
-    if audit_config is not None:
-        (run_dir / folder.AUDIT_CONFIG).write_text(audit_config)
-    (run_dir / folder.RUN_CONFIG).write_text(config.to_yaml())
-    (run_dir / folder.SYSTEM).write_text(json.dumps(describe_system(), indent=2))
-    manifest = _manifest(config, run_dir)
-    (run_dir / folder.MANIFEST).write_text(json.dumps(manifest, indent=2))
-
-    status: dict[str, Any] = {"started_utc": manifest["started_utc"], "status": "complete"}
     stopper = _StopOnSignal()
-    with stopper.installed():
-        # stdin: a pipe the child reads to EOF, its portable sign that this process is gone.
-        proc = subprocess.Popen([sys.executable, "-m", "harness.child", str(run_dir)], stdin=subprocess.PIPE)
-        try:
-            stopper.watch(proc)
-            rc = proc.wait()
-        finally:
-            stopper.done()
-            if proc.stdin is not None:
-                proc.stdin.close()
-        if stopper.signal_name is not None and rc != 0:  # rc 0: the test ended before the stop reached it
-            status.update(status="incomplete", reason=f"stopped by {stopper.signal_name}")
+    with stopper.installed():  # from the folder's creation, so no signal leaves it without a summary
+        run_dir = new_results_dir(output_root, f"{config.name}-{config.scenario}")
+        if audit_config is not None:
+            (run_dir / folder.AUDIT_CONFIG).write_text(audit_config)
+        (run_dir / folder.RUN_CONFIG).write_text(config.to_yaml())
+        (run_dir / folder.SYSTEM).write_text(json.dumps(describe_system(), indent=2))
+        manifest = _manifest(config, run_dir)
+        (run_dir / folder.MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+        status: dict[str, Any] = {"started_utc": manifest["started_utc"], "status": "complete"}
+        rc = None  # stays None when a signal came before the child could start: it never does
+        if stopper.signal_name is None:
+            # stdin: a pipe the child reads to EOF, its portable sign that this process is gone.
+            proc = subprocess.Popen([sys.executable, "-m", "harness.child", str(run_dir)], stdin=subprocess.PIPE)
+            try:
+                stopper.watch(proc)
+                rc = proc.wait()
+            finally:
+                stopper.done()
+                if proc.stdin is not None:
+                    proc.stdin.close()
+        stopped_by = stopper.signal_name if rc != 0 else None  # rc 0: the test ended before the stop reached it
+        if stopped_by is not None:
+            status.update(status="incomplete", reason=f"stopped by {stopped_by}")
         status, summary, error = _finish(run_dir, rc, status, manifest)
     if error and error.get("harness_error") and not summary["harness"].get("samples"):
         # A configuration or model problem found before the test started: one clear line,
@@ -132,14 +138,14 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
         err = RunError(f"{status['reason']} (traceback in {run_dir / folder.ERROR}; --debug prints it)")
         err.child_traceback = error.get("traceback")  # type: ignore[attr-defined]
         raise err
-    return RunOutcome(run_dir, summary)
+    return RunOutcome(run_dir, summary, stopped_by)
 
 
-def _finish(run_dir: Path, rc: int, status: dict[str, Any], manifest: dict[str, Any]) -> tuple[dict, dict, dict | None]:
+def _finish(run_dir: Path, rc: int | None, status: dict[str, Any], manifest: dict[str, Any]) -> tuple[dict, dict, dict | None]:
     """records.csv, summary.json and the manifest's hashes, once the child has ended."""
     recover_records(run_dir)  # a crashed or killed child leaves its rows in records.partial
     error = _child_error(run_dir)
-    if rc != 0 and status["status"] == "complete":
+    if rc and status["status"] == "complete":
         if rc < 0:
             why = f"the test process was killed by signal {signal.Signals(-rc).name}"
         elif error:
@@ -165,12 +171,15 @@ STOP_GRACE_S = 10.0  # the child flushes its records and exits in well under a s
 class _StopOnSignal:
     """SIGINT, SIGTERM and SIGHUP stop the run, not this process.
 
-    The first one forwards SIGINT to the child (which flushes its records and exits) and
-    arms a SIGKILL for it after STOP_GRACE_S; a second one kills the child at once. The
+    The first one sends SIGTERM to the child (which flushes its records and exits) and
+    arms a SIGKILL for it after STOP_GRACE_S; a second one kills the child at once. SIGTERM,
+    not the SIGINT forwarded before: the child treats both alike once its handlers are set,
+    but one that came while the child was still importing (before them) is a quiet exit by
+    SIGTERM, not a KeyboardInterrupt traceback on stderr. The
     handler never raises, so neither a second Ctrl-C nor a SIGTERM from `timeout` during
     the summary's write can cut it: the run ends with summary.json, status incomplete,
     and the reason. Handlers are set only on the main thread (Python allows no other) and
-    only while the child runs; the previous ones come back after.
+    only while the run makes its folder; the previous ones come back after.
     """
 
     def __init__(self) -> None:
@@ -217,7 +226,7 @@ class _StopOnSignal:
         if kill:
             proc.kill()
         elif self._kill_timer is None:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)
             self._kill_timer = threading.Timer(STOP_GRACE_S, proc.kill)
             self._kill_timer.daemon = True
             self._kill_timer.start()

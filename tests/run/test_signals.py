@@ -29,12 +29,30 @@ RUN = ["--backend", "synthetic", "--scenario", "Server", "--set", "service_time_
 STOP_BOUND_S = 15  # a stop takes well under a second; the parent's SIGKILL fallback is at 10 s
 
 
+# The child's stop made slow, so that further signals surely land while the parent is
+# stopping it; the parent imports it too, where nothing calls it.
+SLOW_STOP = """
+import time
+from harness.child import main
+
+_real = main.Lifeline.stop
+
+
+def slow_stop(self, signum):
+    time.sleep(3)
+    _real(self, signum)
+
+
+main.Lifeline.stop = slow_stop
+"""
+
+
 class Harness:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
         self.root = root
         self.parent = subprocess.Popen(
             [sys.executable, "-m", "harness", "run", *RUN, "--output-dir", str(root)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
             start_new_session=True,  # its own process group, so a group signal reaches only it
         )
         self.child = _wait_for(lambda: _children(self.parent.pid), 60, "the child process never appeared")[0]
@@ -64,6 +82,18 @@ class Harness:
 @pytest.fixture
 def harness(tmp_path: Path) -> Iterator[Harness]:
     h = Harness(tmp_path / "results")
+    try:
+        yield h
+    finally:
+        h.cleanup()
+
+
+@pytest.fixture
+def slow_stopping_harness(tmp_path: Path) -> Iterator[Harness]:
+    site = tmp_path / "plant"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_STOP)
+    h = Harness(tmp_path / "results", env={**os.environ, "PYTHONPATH": str(site)})
     try:
         yield h
     finally:
@@ -137,13 +167,43 @@ def test_sigterm_to_the_whole_process_group(harness):
     assert_stopped_folder(harness, rc, out, err, "SIGTERM")
 
 
-def test_two_ctrl_c_in_a_row_still_leave_a_summary(harness):
-    harness.wait_for_records()
+def test_a_second_ctrl_c_while_stopping_kills_the_child_and_still_leaves_a_summary(slow_stopping_harness):
+    h = slow_stopping_harness
+    h.wait_for_records()
+    t0 = time.monotonic()
     for _ in range(2):  # as a terminal delivers Ctrl-C: to the whole group, child included
-        os.killpg(harness.parent.pid, signal.SIGINT)
+        os.killpg(h.parent.pid, signal.SIGINT)
         time.sleep(0.2)
+    rc, out, err = h.finish()
+    # The second one killed the child, still in its 3 s stop: the parent did not wait for it.
+    assert time.monotonic() - t0 < 2.5
+    assert_stopped_folder(h, rc, out, err, "SIGINT")  # records: the frames flushed before the kill
+
+
+def test_three_ctrl_c_in_a_row_leave_a_summary(slow_stopping_harness):
+    h = slow_stopping_harness
+    h.wait_for_records()
+    for _ in range(3):
+        os.killpg(h.parent.pid, signal.SIGINT)
+        time.sleep(0.05)
+    rc, out, err = h.finish()
+    # The second kills the child and the summary follows within ~0.1 s, so the third often
+    # lands after `runner.run` has given the CLI's own SIGINT handler back: click's
+    # "Aborted!" (exit 1) instead of exit 3. The folder is complete either way; the exit
+    # code is the CLI's to keep (harness/cli/run.py, RunOutcome.stopped_by).
+    # (-SIGINT: the KeyboardInterrupt came after click's own handling, at the exit.)
+    assert rc in (3, -signal.SIGINT) or (rc == 1 and "Aborted" in err), (rc, out, err)
+    assert_stopped_folder(h, 3, out, err, "SIGINT")
+
+
+def test_a_stop_while_the_child_starts_up_still_leaves_a_summary(harness):
+    harness.parent.send_signal(signal.SIGTERM)  # the child is importing or loading: no test yet
     rc, out, err = harness.finish()
-    assert_stopped_folder(harness, rc, out, err, "SIGINT")
+    assert rc == 3, (rc, out, err)
+    summary = json.loads((harness.run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["incomplete_reason"]) == ("incomplete", "stopped by SIGTERM")
+    assert "Traceback" not in err  # a quiet exit of the child, not a KeyboardInterrupt mid-import
+    _wait_for(lambda: _gone(harness.child), 5, "the child still runs")
 
 
 def test_the_child_dies_with_a_killed_parent_and_keeps_its_records(harness):
@@ -184,6 +244,7 @@ def test_a_library_callers_handlers_come_back(tmp_path):
         assert time.monotonic() - t0 < 25
         assert outcome.summary["status"] == "incomplete"
         assert outcome.summary["incomplete_reason"] == "stopped by SIGTERM"
+        assert outcome.stopped_by == "SIGTERM"  # so a caller running several stops too
         assert signal.getsignal(signal.SIGTERM) is mine  # restored, and not called for the run's signal
         assert caught == []
     finally:
