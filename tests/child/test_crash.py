@@ -103,3 +103,23 @@ def test_debug_prints_the_childs_traceback(tmp_path):
     assert "backends/onnxruntime.py" in child_part and "harness/child/main.py" in child_part
     plain = subprocess.run([c for c in cmd if c != "--debug"], capture_output=True, text=True, timeout=120)
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
+
+
+def test_a_harness_bug_in_the_event_loop_sut_is_a_crash_too(tmp_path, monkeypatch):
+    """The streaming SUT's own code (here the dataset lookup of each request) fails: a crash with
+    the child's traceback, records kept, no failed request."""
+    from tests.support.http_servers import ServerThread, Timing, openai_app
+
+    plant(tmp_path, monkeypatch, "data.datasets", "Dataset", "get", after=30)
+    with ServerThread(openai_app(Timing(ttft_ms=1, tpot_ms=1, tokens=4))) as srv:
+        config = RunConfig(backend="http", scenario="Server", target_qps=100, min_duration_s=3, use_token_latencies=True,
+                           dataset="synthetic:isl=8,osl=4,n=64",
+                           backend_options={"protocol": "openai-completions", "url": f"{srv.url}/v1", "warmup_requests": 0})
+        with pytest.raises(RunError) as e:
+            runner.run(config, tmp_path / "results")
+    assert "RuntimeError: planted harness bug" in str(e.value)
+    assert "stream_sut.py" in e.value.child_traceback
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "incomplete"
+    records = read_records(run_dir)
+    assert len(records) >= 10 and set(records.columns["status"]) == {"ok"}
