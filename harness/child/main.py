@@ -152,7 +152,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
             crash=lambda exc: crash(run_dir, records, exc),
         )
     else:
-        sut = sut_factory(records, return_outputs, crash=lambda exc: crash(run_dir, records, exc))
+        sut = sut_factory(records, return_outputs)
 
     conf_text = merged_conf_text(config)
     conf_path = None
