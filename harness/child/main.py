@@ -88,7 +88,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     load_s = time.perf_counter() - t0
 
     if backend_cls.kind != "tensor":
-        from harness.child.stream_sut import build_streaming  # the async (HTTP) and generative path
+        from harness.child.stream_setup import build_streaming  # the async (HTTP) and generative path
 
         dataset, sut_factory = build_streaming(config, backend, workers)
     else:

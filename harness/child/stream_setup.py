@@ -1,0 +1,155 @@
+"""Setting up the event-loop SUT (harness.child.stream_sut) before the timed test.
+
+`build_streaming` turns the run's dataset into ready requests (`PreparedDataset`: request
+bodies are built at load time, outside the timed path), starts the event loop thread,
+sends the warm-up requests (which also open the pooled connections, so no handshake lands
+in a timed TTFT) and returns the factory the child calls once the records exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from backends.base import Chunk, ResponseFormat, StreamingBackend
+from harness.child.record_writer import RecordWriter
+from harness.child.stream_sut import StreamingSUT
+from harness.config.run_config import RunConfig
+from harness.data.datasets import Dataset
+from harness.errors import BackendError
+
+
+class PreparedDataset(Dataset):
+    """The QSL's dataset with each loaded sample already turned into its request.
+
+    Building request bodies (JSON encoding of tensors or prompts) at load time keeps that
+    cost out of the timed path. Labels, fingerprint and description are the source's.
+    """
+
+    def __init__(self, source: Dataset, prepare: Callable[[Any], Any]) -> None:
+        self.source = source
+        self.name = source.name
+        self._prepare = prepare
+        #: the source's per-sample answer check (prompt datasets with validators)
+        self.validate: Callable[[int, str], bool | None] | None = getattr(source, "validate", None)
+        super().__init__(len(source), source.labels)
+
+    def _make(self, index: int) -> Any:
+        return self._prepare(self.source.materialize(index))
+
+    def fingerprint(self) -> str:
+        return self.source.fingerprint()
+
+    def describe(self) -> dict[str, Any]:
+        return self.source.describe()
+
+
+class EventLoopThread:
+    """An asyncio loop running forever in a daemon thread, until `close`."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="event-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Any, timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+class StreamingFactory:
+    """What `build_streaming` hands the child: builds the SUT once records exist."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        backend: StreamingBackend,
+        dataset: PreparedDataset,
+        runner: EventLoopThread,
+        warm_output: Any,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.dataset = dataset
+        self.runner = runner
+        #: dtype/shape of one output, so the summary can score accuracy (tensor answers
+        #: only): the server's metadata when it has some, else the warm-up answer's
+        self.response_format: ResponseFormat | None = backend.response_format()
+        if self.response_format is None and isinstance(warm_output, np.ndarray):
+            self.response_format = {"dtype": warm_output.dtype.name, "shape": list(warm_output.shape)}
+
+    def __call__(
+        self, records: RecordWriter, return_outputs: bool, crash: Callable[[BaseException], None] | None = None
+    ) -> StreamingSUT:
+        import mlperf_loadgen as lg
+
+        return StreamingSUT(
+            self.backend,
+            self.dataset,
+            records,
+            self.runner,
+            lg,
+            tokens=self.backend.produces_tokens,
+            first_token_calls=bool(self.config.use_token_latencies) and self.config.scenario != "Offline",
+            return_outputs=return_outputs,
+            max_in_flight=self.backend.max_in_flight,
+            crash=crash,
+        )
+
+
+def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int) -> tuple[PreparedDataset, StreamingFactory]:
+    """(dataset, sut_factory) for a backend whose kind is not "tensor".
+
+    One event loop serves every request whatever `workers` says: the loop is I/O bound,
+    and a second loop would only split the pool and add a thread contending for the GIL.
+    """
+    if backend.takes_prompts:
+        from harness.data.prompts import build_prompt_dataset
+        from harness.results.slo import parse_slo
+
+        parse_slo(config.slo)  # a wrong target key stops the run before the test, not after it
+        # The backend's own tokenizer, when it has one, so lengths count in its tokens.
+        source: Dataset = build_prompt_dataset(config.dataset, config.seed, backend.count_tokens)
+    else:
+        from harness.data.datasets import build_tensor_dataset
+
+        source = build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
+    dataset = PreparedDataset(source, backend.prepare)
+    runner = EventLoopThread()
+    output = runner.run(_warmup(backend, dataset, backend.options.warmup_requests))
+    return dataset, StreamingFactory(config, backend, dataset, runner, output)
+
+
+async def _warmup(backend: StreamingBackend, dataset: Dataset, n: int) -> Any:
+    """Open the pool and send `n` requests at once, outside the timed test.
+
+    Sent concurrently so that `n` pooled connections are open when the test starts: a
+    burst of first requests would otherwise pay the TCP (and TLS) handshakes inside
+    the timed TTFT. Any failure stops the run. Returns a whole answer (a chunk's
+    `output`) seen, if any.
+    """
+    await backend.open()
+
+    async def one(i: int) -> Any:
+        sample = dataset.materialize(i % len(dataset))
+        output = None
+        try:
+            async for chunk in backend.stream(sample):
+                if not isinstance(chunk, Chunk):  # checked here, outside the timed test
+                    raise TypeError(f"stream() yielded a {type(chunk).__name__}, not a backends.base.Chunk")
+                if chunk.output is not None:
+                    output = chunk.output
+        except Exception as e:  # noqa: BLE001 - every failure kind stops the run here, with its text
+            raise BackendError(f"warm-up request {i} failed before the test started: {e}") from e
+        return output
+
+    outputs = await asyncio.gather(*(one(i) for i in range(n)))
+    return next((o for o in outputs if o is not None), None)
