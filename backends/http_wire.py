@@ -1,0 +1,149 @@
+"""The HTTP backend's wire formats, apart from its transport and options: OpenAI SSE events
+to Chunks, KServe v2 tensors, and templated JSON bodies and answers (backends.http).
+
+Each is pure: bytes or JSON in, Chunks, dicts or arrays out, failures as RequestFailed
+with the reason the summary groups by.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from backends.base import Chunk, TensorSpec
+from harness.errors import DatasetError, RequestFailed
+
+# KServe v2 datatypes <-> numpy dtype names
+_V2_TO_NP = {
+    "FP32": "float32", "FP16": "float16", "FP64": "float64", "INT64": "int64", "INT32": "int32",
+    "INT16": "int16", "INT8": "int8", "UINT8": "uint8", "BOOL": "bool",
+}  # fmt: skip
+_NP_TO_V2 = {v: k for k, v in _V2_TO_NP.items()}
+
+_EXCERPT = 200
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())[:_EXCERPT]
+
+
+_json_decode = json.JSONDecoder().decode
+
+
+class _SseParser:
+    """OpenAI server-sent events -> Chunks, fed the bytes of each network read."""
+
+    def __init__(self, chat: bool, count: Callable[[str], int] | None) -> None:
+        self.chat = chat
+        self.count = count
+        self.buf = b""
+        self.finished = self.done = False
+        self.content = 0
+
+    def feed(self, data: bytes) -> list[Chunk]:
+        buf = self.buf + data
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        out: list[Chunk] = []
+        while True:
+            end = buf.find(b"\n\n")
+            if end < 0:
+                break
+            event, buf = buf[:end], buf[end + 2 :]
+            if event.startswith(b"data:") and b"\n" not in event:
+                payload = event[5:].strip()  # the usual one-line event
+            else:
+                payload = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
+            if not payload:
+                continue  # comments and keep-alives
+            if payload == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                obj = _json_decode(payload.decode())  # SSE is UTF-8: skips json.loads' encoding sniffing
+                choices = obj.get("choices") or []
+            except (ValueError, AttributeError) as e:
+                raise RequestFailed("malformed_sse", _squash(payload.decode(errors="replace"))) from e
+            if "error" in obj:
+                raise RequestFailed("server_error", _squash(json.dumps(obj["error"])))
+            if choices:
+                c = choices[0]
+                text = ((c.get("delta") or {}).get("content") if self.chat else c.get("text")) or ""
+                self.finished = self.finished or c.get("finish_reason") is not None
+                if text:
+                    # The SUT takes chunks as typed (base.Chunk): a wrong type is this stream's failure.
+                    if text.__class__ is not str:
+                        raise RequestFailed("malformed_sse", f"content is a {type(text).__name__}: {_squash(payload.decode())}")
+                    self.content += 1
+                    out.append(Chunk(text, self.count(text) if self.count else 1))
+            usage = obj.get("usage")
+            if usage:
+                if usage.__class__ is not dict:
+                    raise RequestFailed("malformed_sse", f"usage is not an object: {_squash(payload.decode())}")
+                out.append(Chunk(n_tokens=0, usage=usage))
+        self.buf = buf
+        return out
+
+    def finish(self) -> None:
+        """The stream ended: it must have said so, and carried content."""
+        if not (self.done or self.finished):
+            raise RequestFailed("truncated_stream", f"the stream ended after {self.content} content events without [DONE]")
+        if not self.content:
+            raise RequestFailed("empty_output", "the stream carried no content")
+
+
+def _v2_spec(t: dict[str, Any]) -> TensorSpec:
+    shape = tuple(None if d is None or d < 0 else int(d) for d in t.get("shape", []))
+    return TensorSpec(t["name"], shape, _V2_TO_NP.get(t.get("datatype", ""), t.get("datatype", "")))
+
+
+def _v2_tensor(name: str, arr: np.ndarray) -> dict[str, Any]:
+    dt = _NP_TO_V2.get(arr.dtype.name)
+    if dt is None:
+        raise DatasetError(f"input {name!r}: dtype {arr.dtype} has no KServe v2 datatype")
+    return {"name": name, "shape": [1, *arr.shape], "datatype": dt, "data": arr.ravel().tolist()}
+
+
+def _template_values(sample: Any, max_tokens: int | None) -> dict[str, Any]:
+    if isinstance(sample, dict):  # tensors
+        arrays = {k: v.tolist() for k, v in sample.items()}
+        return {"input": next(iter(arrays.values())), "inputs": arrays, "max_tokens": max_tokens}
+    return {
+        "prompt": sample.text(),
+        "messages": list(sample.messages) if sample.messages else [{"role": "user", "content": sample.text()}],
+        "max_tokens": sample.max_tokens or max_tokens,
+    }
+
+
+def _fill(node: Any, values: dict[str, Any]) -> Any:
+    """Replace "{{key}}" strings by the value (any JSON type); embedded ones by its text."""
+    if isinstance(node, dict):
+        return {k: _fill(v, values) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fill(v, values) for v in node]
+    if isinstance(node, str) and "{{" in node:
+        stripped = node.strip()
+        if stripped.startswith("{{") and stripped.endswith("}}") and stripped[2:-2].strip() in values:
+            return values[stripped[2:-2].strip()]
+        for k, v in values.items():
+            node = node.replace("{{" + k + "}}", v if isinstance(v, str) else json.dumps(v))
+    return node
+
+
+def _json_output(obj: Any, path: str) -> Any:
+    node = obj
+    for part in path.split("."):
+        if isinstance(node, list) and part.lstrip("-").isdigit():
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            node = node[part]
+        else:
+            raise KeyError(path)
+    if node is None or node == "" or node == [] or node == {}:
+        raise RequestFailed("empty_output", f"{path} is empty")
+    if isinstance(node, list) and all(isinstance(x, (int, float)) for x in node):
+        return np.asarray(node, dtype=np.float32)
+    return node if isinstance(node, str) else json.dumps(node)
