@@ -172,14 +172,16 @@ class _StopOnSignal:
     """SIGINT, SIGTERM and SIGHUP stop the run, not this process.
 
     The first one sends SIGTERM to the child (which flushes its records and exits) and
-    arms a SIGKILL for it after STOP_GRACE_S; a second one kills the child at once. SIGTERM,
-    not the SIGINT forwarded before: the child treats both alike once its handlers are set,
-    but one that came while the child was still importing (before them) is a quiet exit by
-    SIGTERM, not a KeyboardInterrupt traceback on stderr. The
-    handler never raises, so neither a second Ctrl-C nor a SIGTERM from `timeout` during
-    the summary's write can cut it: the run ends with summary.json, status incomplete,
-    and the reason. Handlers are set only on the main thread (Python allows no other) and
-    only while the run makes its folder; the previous ones come back after.
+    arms a SIGKILL for it after STOP_GRACE_S; a second one kills the child at once.
+    SIGTERM, not the SIGINT forwarded before: the child treats both alike once its
+    handlers are set, but one that comes while the child is still importing (before them)
+    is then a quiet exit, not a KeyboardInterrupt traceback on stderr.
+
+    The handler never raises, so neither a second Ctrl-C nor a SIGTERM from `timeout`
+    during the summary's write can cut it: the run ends with summary.json, status
+    incomplete, and the reason. Handlers are set only on the main thread (Python allows no
+    other) and only while the run makes its folder; the previous ones come back after, so a
+    signal that comes once `run` has returned is the caller's again.
     """
 
     def __init__(self) -> None:
