@@ -24,6 +24,11 @@ summary groups failures by reason:
     server_error      an error object inside a 200 stream
     empty_output      a well-formed answer with no content
     truncated_stream  the stream ended (or broke) before [DONE] or a finish_reason
+
+Over 400 lines on purpose: the options, their credential checks and the request path
+(send, retry, stream) of four protocols belong to one class, and splitting the request
+path would put a call between the socket read and the chunk on the per-token hot path.
+The pure wire formats live in backends/http_wire.py.
 """
 
 from __future__ import annotations
