@@ -43,6 +43,8 @@ class RecordWriter:
         self._written = 0
         self._on_flush = on_flush
         self._stop = threading.Event()
+        self._close_lock = threading.Lock()
+        self._closed = False
         self._thread = threading.Thread(target=self._loop, name="records", daemon=True)
         self._thread.start()
 
@@ -93,13 +95,21 @@ class RecordWriter:
             self._on_flush(self._written)
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._flush()
-        self._partial.close()
-        if self._tokens_file is not None:
-            self._tokens_file.close()
-        recover(self._run_dir)
+        """Flush, close and turn records.partial into records.csv. Safe to call twice and
+        from two threads at once (the test's end and a stop signal, or a crash): the
+        second call waits for the first and finds nothing left to do."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._stop.set()
+            if self._thread is not threading.current_thread():
+                self._thread.join()
+            self._flush()
+            self._partial.close()
+            if self._tokens_file is not None:
+                self._tokens_file.close()
+            recover(self._run_dir)
+            self._closed = True
 
 
 _first = itemgetter(0)

@@ -134,3 +134,23 @@ def test_a_backend_call_is_one_entry_made_into_a_row_per_sample(tmp_path):
     (tmp_path / PARTIAL_FILE).write_bytes(good + good[: len(good) // 2])
     assert recover(tmp_path) == 2
     assert list(read_records(tmp_path).columns["query_id"]) == [1, 2]
+
+
+def test_record_writer_close_is_safe_twice_and_from_two_threads(tmp_path):
+    """A stop signal's thread and the test's end may both close the records: one wins, the
+    other finds them closed; records.csv is written once, whole."""
+    import threading
+
+    from harness.child.record_writer import RecordWriter
+    from harness.results.records import read_records
+
+    writer = RecordWriter(tmp_path)
+    writer.extend([(i, i, 1, 2, 0, 0, 3, 0, 0, i, 0, "ok", "") for i in range(1000)])
+    closers = [threading.Thread(target=writer.close) for _ in range(4)]
+    for t in closers:
+        t.start()
+    for t in closers:
+        t.join(timeout=10)
+    writer.close()
+    assert len(read_records(tmp_path)) == 1000
+    assert not (tmp_path / "records.partial").exists()
