@@ -28,7 +28,7 @@ from harness.config import registry
 from harness.config.host import usable_cores
 from harness.config.loadgen_settings import build_test_settings, merged_conf_text
 from harness.config.run_config import RunConfig, validate_backend_options
-from harness.errors import EXIT_INTERNAL, ConfigError, HarnessError
+from harness.errors import EXIT_INTERNAL, ConfigError, HarnessError, OutputError
 from harness.results import folder
 
 
@@ -212,13 +212,20 @@ def write_error(run_dir: Path, exc: BaseException) -> bool:
     re-raises a HarnessError as its own type and --debug prints this traceback, not the
     parent's. True when the error is a HarnessError (bad input, not a bug)."""
     ours = isinstance(exc, HarnessError)
-    (run_dir / folder.ERROR).write_text(json.dumps({
-        "type": type(exc).__name__,
-        "message": str(exc) if ours else f"{type(exc).__name__}: {exc}",
-        "harness_error": ours,
-        "exit_code": exc.exit_code if ours else EXIT_INTERNAL,
-        "traceback": "".join(traceback.format_exception(exc)),
-    }))
+    message = str(exc) if ours else f"{type(exc).__name__}: {exc}"
+    try:
+        folder.write_text(run_dir / folder.ERROR, json.dumps({
+            "type": type(exc).__name__,
+            "message": message,
+            "harness_error": ours,
+            "exit_code": exc.exit_code if ours else EXIT_INTERNAL,
+            "traceback": "".join(traceback.format_exception(exc)),
+        }))
+    except OutputError as e:
+        # The parent then has only the exit code. A full disk it will meet itself, and say
+        # so in its one line; anything else is said here.
+        if "no space left on device" not in message:
+            sys.stderr.write(f"error: {message} ({e})\n")
     return ours
 
 

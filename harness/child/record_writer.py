@@ -19,7 +19,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from harness.results.folder import PARTIAL_RECORDS, TOKENS
+from harness.errors import OutputError
+from harness.results.folder import PARTIAL_RECORDS, TOKENS, write_failed
 from harness.results.records import Call, Row, is_call, recover
 
 FLUSH_INTERVAL_S = 0.25
@@ -45,6 +46,7 @@ class RecordWriter:
         self._stop = threading.Event()
         self._close_lock = threading.Lock()
         self._closed = False
+        self._failed: OutputError | None = None  # the first write that failed (a full disk)
         self._thread = threading.Thread(target=self._loop, name="records", daemon=True)
         self._thread.start()
 
@@ -79,20 +81,31 @@ class RecordWriter:
                 rows = [tuple(_plain(v) for v in r) for r in rows]
             # Frames are cut at ~FRAME_ROWS samples by slicing: the loop runs per frame.
             step = max(1, FRAME_ROWS // len(rows[0][0])) if calls else FRAME_ROWS
-            for start in range(0, len(rows), step):
-                if start:
-                    time.sleep(FRAME_PAUSE_S)
-                frame = rows[start : start + step]
-                marshal.dump(frame, self._partial)
-                self._written += sum(map(len, map(_first, frame))) if calls else len(frame)
-            self._partial.flush()
-        if tokens:
-            if self._tokens_file is None:
-                self._tokens_file = open(self._tokens_path, "a")
-            self._tokens_file.write("".join(json.dumps(t) + "\n" for t in tokens))
-            self._tokens_file.flush()
+            try:
+                self._write_frames(rows, step, calls)
+            except OSError as e:  # a full disk: keep what fits, drop the rest, say so at close
+                self._failed = self._failed or write_failed(self._run_dir / PARTIAL_RECORDS, e)
+        if tokens and self._failed is None:
+            try:
+                if self._tokens_file is None:
+                    self._tokens_file = open(self._tokens_path, "a")
+                self._tokens_file.write("".join(json.dumps(t) + "\n" for t in tokens))
+                self._tokens_file.flush()
+            except OSError as e:
+                self._failed = write_failed(self._tokens_path, e)
         if self._on_flush is not None:
             self._on_flush(self._written)
+
+    def _write_frames(self, rows: list, step: int, calls: bool) -> None:
+        if self._failed is not None:
+            return
+        for start in range(0, len(rows), step):
+            if start:
+                time.sleep(FRAME_PAUSE_S)
+            frame = rows[start : start + step]
+            marshal.dump(frame, self._partial)
+            self._written += sum(map(len, map(_first, frame))) if calls else len(frame)
+        self._partial.flush()
 
     def close(self) -> None:
         """Flush, close and turn records.partial into records.csv. Safe to call twice and
@@ -105,11 +118,17 @@ class RecordWriter:
             if self._thread is not threading.current_thread():
                 self._thread.join()
             self._flush()
-            self._partial.close()
-            if self._tokens_file is not None:
-                self._tokens_file.close()
-            recover(self._run_dir)
             self._closed = True
+            for f in (self._partial, self._tokens_file):
+                try:
+                    if f is not None:
+                        f.close()
+                except OSError as e:  # its buffered end could not be written
+                    self._failed = self._failed or write_failed(Path(f.name), e)
+            if self._failed is not None:
+                # records.partial keeps every whole frame that fit; the parent recovers them.
+                raise OutputError(f"{self._failed} ({self._written:,} records kept); free space or pass --output-dir DIR")
+            recover(self._run_dir)
 
 
 _first = itemgetter(0)

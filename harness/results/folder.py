@@ -22,7 +22,9 @@ optional and absent.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,25 @@ LOADGEN_TRACE = "mlperf_log_trace.json"
 
 #: summary.json's schema; readers refuse a newer one instead of misreading it
 SCHEMA_VERSION = 1
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a folder's file whole or not at all (a temporary file, then a rename): a full
+    disk or a kill mid-write never leaves a half file that reads as damaged."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise write_failed(path, e) from e
+
+
+def write_failed(path: Path, e: OSError) -> OutputError:
+    """The one line for a file that could not be written."""
+    if e.errno == errno.ENOSPC:
+        return OutputError(f"no space left on device writing {path}")
+    return OutputError(f"cannot write {path}: {e.strerror or e}")
 
 
 def require_folder(run_dir: Path) -> None:

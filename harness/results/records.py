@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import csv
 import marshal
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ResultsError
-from harness.results.folder import PARTIAL_RECORDS, RECORDS
+from harness.results.folder import PARTIAL_RECORDS, RECORDS, write_failed
 
 COLUMNS = (
     "query_id",
@@ -79,18 +80,26 @@ def recover(run_dir: Path) -> int:
     if not partial.exists():
         return 0
     n = 0
-    with open(partial, "rb") as src, open(run_dir / RECORDS, "w", newline="") as dst:
-        out = csv.writer(dst)
-        out.writerow(COLUMNS)
-        while True:
-            try:
-                entries = marshal.load(src)
-            except (EOFError, ValueError, TypeError):
-                break
-            for entry in entries:
-                rows = _rows_of(entry)
-                out.writerows(rows)
-                n += len(rows)
+    # Written beside, then renamed: a disk that fills up mid-way leaves records.partial (all
+    # that was recorded) and no half records.csv that would read as tampered.
+    tmp = run_dir / f".{RECORDS}.tmp"
+    try:
+        with open(partial, "rb") as src, open(tmp, "w", newline="") as dst:
+            out = csv.writer(dst)
+            out.writerow(COLUMNS)
+            while True:
+                try:
+                    entries = marshal.load(src)
+                except (EOFError, ValueError, TypeError):
+                    break
+                for entry in entries:
+                    rows = _rows_of(entry)
+                    out.writerows(rows)
+                    n += len(rows)
+        os.replace(tmp, run_dir / RECORDS)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise write_failed(run_dir / RECORDS, e) from e
     partial.unlink()
     return n
 

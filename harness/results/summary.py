@@ -286,5 +286,5 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
 
 def write_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
     summary = build_summary(run_dir, run_status)
-    (run_dir / folder.SUMMARY).write_text(json.dumps(summary, indent=2, default=float))
+    folder.write_text(run_dir / folder.SUMMARY, json.dumps(summary, indent=2, default=float))
     return summary

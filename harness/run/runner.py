@@ -105,11 +105,11 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
     with stopper.installed():  # from the folder's creation, so no signal leaves it without a summary
         run_dir = new_results_dir(output_root, f"{config.name}-{config.scenario}")
         if audit_config is not None:
-            (run_dir / folder.AUDIT_CONFIG).write_text(audit_config)
-        (run_dir / folder.RUN_CONFIG).write_text(config.to_yaml())
-        (run_dir / folder.SYSTEM).write_text(json.dumps(describe_system(), indent=2))
+            folder.write_text(run_dir / folder.AUDIT_CONFIG, audit_config)
+        folder.write_text(run_dir / folder.RUN_CONFIG, config.to_yaml())
+        folder.write_text(run_dir / folder.SYSTEM, json.dumps(describe_system(), indent=2))
         manifest = _manifest(config, run_dir)
-        (run_dir / folder.MANIFEST).write_text(json.dumps(manifest, indent=2))
+        folder.write_text(run_dir / folder.MANIFEST, json.dumps(manifest, indent=2))
 
         status: dict[str, Any] = {"started_utc": manifest["started_utc"], "status": "complete"}
         rc = None  # stays None when a signal came before the child could start: it never does
@@ -143,7 +143,11 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
 
 def _finish(run_dir: Path, rc: int | None, status: dict[str, Any], manifest: dict[str, Any]) -> tuple[dict, dict, dict | None]:
     """records.csv, summary.json and the manifest's hashes, once the child has ended."""
-    recover_records(run_dir)  # a crashed or killed child leaves its rows in records.partial
+    unsaved: list[OutputError] = []  # files this process could not write (a full disk)
+    try:
+        recover_records(run_dir)  # a crashed or killed child leaves its rows in records.partial
+    except OutputError as e:  # records.partial keeps them; the summary says so
+        unsaved.append(e)
     error = _child_error(run_dir)
     if rc and status["status"] == "complete":
         if rc < 0:
@@ -155,12 +159,25 @@ def _finish(run_dir: Path, rc: int | None, status: dict[str, Any], manifest: dic
         else:
             why = f"the test process exited with code {rc}"
         status.update(status="incomplete", reason=why)
-    summary = write_summary(run_dir, status)
+    if unsaved:
+        status.update(status="incomplete", reason=f"{unsaved[0]}; the records stay in {folder.PARTIAL_RECORDS}")
+    try:
+        summary = write_summary(run_dir, status)
+    except OutputError as e:
+        # Nothing more can be written here: one line, the incomplete run's code, the folder as it is.
+        unsaved.append(e)
+        raise RunError(
+            f"the run could not be saved: {'; '.join(map(str, unsaved))}; what was recorded stays in {run_dir}"
+            " (harness check calls it incomplete); free space or pass --output-dir DIR"
+        ) from e
     # Hash what the run produced, so `harness check` can tell an edited record or summary.
     for produced in (folder.RECORDS, folder.SUMMARY):
         if (run_dir / produced).is_file():
             manifest["sha256"][produced] = sha256_file(run_dir / produced)
-    (run_dir / folder.MANIFEST).write_text(json.dumps(manifest, indent=2))
+    try:
+        folder.write_text(run_dir / folder.MANIFEST, json.dumps(manifest, indent=2))
+    except OutputError as e:
+        raise RunError(f"the run's summary.json was written, but {e}; free space or pass --output-dir DIR") from e
     return status, summary, error
 
 
