@@ -13,8 +13,12 @@ What it does: keep-alive connections to one origin (http or https), at most `lim
 longest silence between two reads) and a total timeout per request. A request on a reused
 connection that the server had closed meanwhile is sent again once on a fresh connection
 (nothing was answered, so nothing is lost); `resent` counts them, and the backend reports
-the count, since a server that drops requests it had read would look like this too. What it does not: redirects, proxies, cookies,
-HTTP/2 and compressed bodies; inference servers do not need them.
+the count, since a server that drops requests it had read would look like this too.
+Informational answers (100 Continue, 103 Early Hints) are skipped. The pool is first come,
+first served, and the total timeout runs from the call: it bounds the wait for a pooled
+connection, and a request past its deadline is never sent. What it does not: redirects,
+proxies, cookies, HTTP/2 and compressed bodies (it sends no Accept-Encoding; the backend
+refuses a 3xx and a Content-Encoding); inference servers do not need them.
 
 Errors: `ConnectError` (no connection: refused, DNS, TLS), `Disconnected` (closed before
 the response headers), `PayloadError` (the body broke off or is not HTTP), and
@@ -114,6 +118,15 @@ def _expire(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(True)  # type: ignore[arg-type]
 
 
+def _total_timeout(total: float, when: str) -> asyncio.TimeoutError:
+    return asyncio.TimeoutError(f"total timeout: the request passed {total:g} s {when}")
+
+
+def _time_out(waiter: asyncio.Future[Any], total: float) -> None:
+    if not waiter.done():
+        waiter.set_exception(_total_timeout(total, "waiting for a pooled connection (never sent)"))
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; it parses what arrives into its current response."""
 
@@ -126,6 +139,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.keep_alive = True
         self._sized = False  # Content-Length or chunked: the end is known without a close
+        self._informational = False  # parsing a 1xx message, which is not the answer
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -162,6 +176,10 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     # --- httptools callbacks ---------------------------------------------------------------
+    # An informational answer (100 Continue, 103 Early Hints) is a whole message of its own
+    # to httptools: headers_complete and message_complete fire for it too. It is skipped,
+    # headers and all; taken as the answer, the real one would stay in the connection and
+    # become the next request's answer.
     def on_header(self, name: bytes, value: bytes) -> None:
         key = name.decode("latin-1").lower()
         if key in ("content-length", "transfer-encoding"):
@@ -170,7 +188,14 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         r = self.response
-        r.status = self.parser.get_status_code()  # type: ignore[union-attr]
+        status = self.parser.get_status_code()
+        if 100 <= status < 200:
+            self._informational = True
+            if status == 101:  # never asked for: the connection would change protocol
+                r._fail(PayloadError("the server switched protocols (101) unasked"))  # type: ignore[union-attr]
+                self.close()
+            return
+        r.status = status  # type: ignore[union-attr]
         self.keep_alive = self.parser.should_keep_alive()
         r._wake()  # type: ignore[union-attr]
 
@@ -181,6 +206,10 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         r = self.response
+        if self._informational:
+            self._informational = self._sized = False
+            r.headers.clear()  # type: ignore[union-attr]
+            return
         r._done = True  # type: ignore[union-attr]
         r._wake()  # type: ignore[union-attr]
 
@@ -228,45 +257,78 @@ class HttpClient:
         self.resent = 0
 
     # --- the pool --------------------------------------------------------------------------
-    async def _acquire(self, fresh: bool = False) -> tuple[_Connection, bool]:
-        """(a connection, whether it was reused)."""
-        while True:
-            while self._idle and not fresh:
-                conn = self._idle.pop()
-                if not conn.closed and not conn.transport.is_closing():
-                    return conn, True
+    # First come, first served: a connection given back goes straight to the oldest waiter
+    # (`_hand_on`), and no request takes an idle connection while others wait, so a task
+    # that sends one request after another cannot keep the connection to itself. A waiter
+    # is handed either a connection or None: a free slot under `limit` it may connect in.
+    # Waiting ends at the request's deadline: a request past it is never sent.
+    async def _acquire(self, deadline: float) -> tuple[_Connection, bool]:
+        """(a connection, whether it was reused), by `deadline` (loop time) or TimeoutError."""
+        waiters = self._waiters
+        while waiters and waiters[0].done():  # timed out or cancelled: not waiting any more
+            waiters.popleft()
+        conn: _Connection | None = None
+        if not waiters:
+            while self._idle:
+                idle = self._idle.pop()
+                if not idle.closed and not idle.transport.is_closing():
+                    return idle, True
                 self._open -= 1
-            if not self.limit or self._open < self.limit:
-                self._open += 1
-                try:
-                    return await self._connect(), False
-                except BaseException:
-                    self._open -= 1
-                    self._wake_one()
-                    raise
-            if fresh and self._idle:  # at the limit: drop an idle one to make room
-                self._idle.pop().close()
-                self._open -= 1
-                continue
-            waiter = self._loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self._wake_one()  # pass the turn on
-                raise
+            if self.limit and self._open >= self.limit:
+                conn = await self._wait_turn(deadline)
+            else:
+                self._open += 1  # a slot of our own
+        else:
+            conn = await self._wait_turn(deadline)
+        if conn is not None:
+            return conn, True
+        try:
+            return await self._connect(deadline), False
+        except BaseException:
+            self._free_slot()
+            raise
 
-    async def _connect(self) -> _Connection:
+    async def _wait_turn(self, deadline: float) -> _Connection | None:
+        loop = self._loop
+        waiter: asyncio.Future[_Connection | None] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_at(deadline, _time_out, waiter, self.total_timeout)
+        try:
+            conn = await waiter
+            if conn is not None and (conn.closed or conn.transport.is_closing()):
+                return None  # it closed on its way to us: its slot is ours to connect in
+            return conn
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._give_back(waiter.result())  # handed a turn just as we gave up: pass it on
+            else:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+            raise
+        finally:
+            timer.cancel()
+
+    def _give_back(self, conn: _Connection | None) -> None:
+        if conn is None:
+            self._free_slot()
+        else:
+            self._hand_on(conn)
+
+    async def _connect(self, deadline: float) -> _Connection:
+        wait = min(self.connect_timeout, deadline - self._loop.time())
         try:
             _, conn = await asyncio.wait_for(
                 self._loop.create_connection(
                     lambda: _Connection(self), self.host, self.port, ssl=self._ssl,
                     server_hostname=self.host if self._ssl else None,
                 ),
-                self.connect_timeout,
+                max(wait, 0.0),
             )  # fmt: skip
         except asyncio.TimeoutError as e:
+            if wait < self.connect_timeout:
+                raise _total_timeout(self.total_timeout, "while connecting") from e
             raise asyncio.TimeoutError(f"connect timeout ({self.connect_timeout:g} s) to {self.host}:{self.port}") from e
         except (OSError, ssl.SSLError) as e:
             raise ConnectError(f"cannot connect to {self.host}:{self.port}: {e}") from e
@@ -276,30 +338,49 @@ class HttpClient:
         conn.response = None
         if reuse and not conn.closed and not self._closed:
             conn._sized = False  # the parser itself goes on to the next message
-            self._idle.append(conn)
+            self._hand_on(conn)
         else:
             conn.close()
-            self._open -= 1
-        self._wake_one()
+            self._free_slot()
 
-    def _wake_one(self) -> None:
+    def _hand_on(self, conn: _Connection) -> None:
+        """A live connection, to the oldest waiter, else to the idle list."""
+        while self._waiters:
+            w = self._waiters.popleft()
+            if not w.done():
+                w.set_result(conn)
+                return
+        self._idle.append(conn)
+
+    def _free_slot(self) -> None:
+        """A slot under `limit` fell free: the oldest waiter connects in it, else it closes."""
         while self._waiters:
             w = self._waiters.popleft()
             if not w.done():
                 w.set_result(None)
                 return
+        self._open -= 1
 
     # --- requests --------------------------------------------------------------------------
     async def request(self, method: str, path: str, body: bytes = b"") -> Response:
-        """Send one request and return once the response headers arrived."""
+        """Send one request and return once the response headers arrived.
+
+        The total timeout runs from this call: it bounds the wait for a pooled connection
+        and the connect, and a request whose deadline passed before it could leave is
+        never written.
+        """
         head = b"%s %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n" % (
             method.encode(), path.encode(), self._header_block, len(body),
         )  # fmt: skip
         message = head + body if len(body) < 65536 else None  # one write, one segment
-        deadline = self._loop.time() + self.total_timeout
-        fresh = False
+        loop = self._loop
+        deadline = loop.time() + self.total_timeout
+        conn, reused = await self._acquire(deadline)
+        resent = False
         while True:
-            conn, reused = await self._acquire(fresh)
+            if loop.time() >= deadline:
+                self._release(conn, reuse=True)
+                raise _total_timeout(self.total_timeout, "before it could be sent")
             r = conn.response = Response(conn, deadline)
             if message is not None:
                 conn.transport.write(message)
@@ -312,11 +393,20 @@ class HttpClient:
                     await r._wait()
                 return r
             except Disconnected:
-                r.release()
-                if reused and not r._got_bytes and not fresh:  # a stale keep-alive connection
-                    fresh = True
+                if reused and not r._got_bytes and not resent:  # a stale keep-alive connection
+                    # Sent once more on a fresh connection in the same slot of the pool.
+                    r._conn = None  # type: ignore[assignment]
+                    conn.response = None
+                    conn.close()
+                    resent = True
                     self.resent += 1
+                    try:
+                        conn, reused = await self._connect(deadline), False
+                    except BaseException:
+                        self._free_slot()
+                        raise
                     continue
+                r.release()
                 raise
             except BaseException:
                 r.release()
