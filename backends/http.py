@@ -39,11 +39,11 @@ import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from backends.base import (
     BackendDescription,
@@ -56,11 +56,10 @@ from backends.base import (
 )
 from backends.http_client import HttpClient
 from backends.http_wire import (
-    _EXCERPT,
     _V2_TO_NP,
     _fill,
     _json_output,
-    _squash,
+    _Redactor,
     _SseParser,
     _template_values,
     _v2_spec,
@@ -79,13 +78,94 @@ from harness.errors import (
 
 Protocol = Literal["kserve-v2", "json", "openai-completions", "openai-chat"]
 
-# Header names that carry credentials: they must come from api_key_env, never from YAML.
-_SECRET_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization"}
+# --- credentials never come from the options, and a refused one is never echoed -----------
+# A header or query parameter whose name says it carries a credential is refused: its value
+# would be saved in run.yaml and manifest.json. It comes from an environment variable named
+# in api_key_env / headers_env / query_env instead. Pydantic's error (and the harness's
+# message built from it) shows the input, so a before-validator masks the values first and
+# the check that refuses sees, and reports, only the masked input.
+_SECRET_NAMES = {"authorization", "cookie", "key", "token", "sig", "signature", "secret", "password", "passwd", "pwd",
+                 "auth", "credential", "credentials", "session", "sid", "jwt", "bearer", "code", "apikey"}  # fmt: skip
+_SECRET_PARTS = ("token", "secret", "passw", "apikey", "api_key", "credential", "signature", "cookie", "auth")
+
+
+def _is_secret_name(name: str) -> bool:
+    low = name.lower()
+    words = set(low.replace("_", "-").replace(".", "-").split("-"))
+    return bool(words & _SECRET_NAMES) or any(part in low for part in _SECRET_PARTS)
+
+
+def _url_secrets(url: str) -> list[str]:
+    parts = urlsplit(url)
+    found = ["user:password"] if parts.username or parts.password else []
+    return found + [k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _is_secret_name(k)]
+
+
+def _mask_url(v: Any) -> Any:
+    if not isinstance(v, str) or not _url_secrets(v):
+        return v
+    p = urlsplit(v)
+    netloc = ("***@" if p.username or p.password else "") + (p.netloc.rpartition("@")[2])
+    query = urlencode([(k, "***" if _is_secret_name(k) else x) for k, x in parse_qsl(p.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((p.scheme, netloc, p.path, query, p.fragment))
+
+
+def _check_url(v: str) -> str:
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    found = _url_secrets(v)
+    if found:
+        raise ValueError(
+            f"must not hold credentials ({', '.join(found)}; values not shown): put the key in an environment "
+            "variable and name it in api_key_env (sent as Authorization: Bearer), headers_env {Header: VAR} "
+            "or query_env {parameter: VAR}"
+        )
+    return v.rstrip("/")
+
+
+def _mask_headers(v: Any) -> Any:
+    if isinstance(v, dict) and any(_is_secret_name(str(k)) for k in v):
+        return {k: "***" if _is_secret_name(str(k)) else x for k, x in v.items()}
+    return v
+
+
+def _check_headers(v: dict[str, str]) -> dict[str, str]:
+    bad = sorted(k for k in v if _is_secret_name(k))
+    if bad:
+        raise ValueError(
+            f"{', '.join(bad)} carries a credential (value not shown): put it in an environment variable and "
+            f"name it in headers_env, e.g. headers_env: {{{bad[0]}: MY_ENV_VAR}} (or api_key_env for a bearer key)"
+        )
+    return v
+
+
+def _env_name(var: Any) -> bool:
+    return isinstance(var, str) and bool(var) and var.replace("_", "").isalnum()
+
+
+def _mask_env_names(v: Any) -> Any:
+    """A value that is no variable name may be the credential itself, given by mistake."""
+    if isinstance(v, dict) and not all(_env_name(x) for x in v.values()):
+        return {k: x if _env_name(x) else "***" for k, x in v.items()}
+    return v
+
+
+def _check_env_names(v: dict[str, str]) -> dict[str, str]:
+    bad = sorted(name for name, var in v.items() if not _env_name(var))
+    if bad:
+        raise ValueError(f"{', '.join(bad)}: give the *name* of an environment variable (letters, digits, _), not the value")
+    return v
+
+
+Url = Annotated[str, AfterValidator(_check_url), BeforeValidator(_mask_url)]
+Headers = Annotated[dict[str, str], AfterValidator(_check_headers), BeforeValidator(_mask_headers)]
+EnvNames = Annotated[dict[str, str], AfterValidator(_check_env_names), BeforeValidator(_mask_env_names)]
 
 
 class HttpOptions(StreamingOptions):
     protocol: Protocol = Field(description="wire protocol of the server")
-    url: str = Field(description="base URL: http://host:port for kserve-v2, .../v1 for OpenAI, the endpoint for json")
+    url: Url = Field(description="base URL: http://host:port for kserve-v2, .../v1 for OpenAI, the endpoint for json")
     model_name: str | None = Field(None, description="model name sent to (or served by) the server")
     stream: bool = Field(True, description="OpenAI protocols: stream the answer as SSE")
     max_tokens: int | None = Field(None, ge=1, description="OpenAI: max_tokens when the sample has none")
@@ -106,33 +186,26 @@ class HttpOptions(StreamingOptions):
     retry_statuses: list[int] = Field(default_factory=lambda: [429, 502, 503, 504])
     api_key_env: str | None = Field(None, description="name of the environment variable holding the API key")
     verify_tls: bool = Field(True, description="verify the server's TLS certificate")
-    headers: dict[str, str] = Field(default_factory=dict, description="extra request headers (no credentials)")
+    headers: Headers = Field(default_factory=dict, description="extra request headers (no credentials: see headers_env)")
+    headers_env: EnvNames = Field(
+        default_factory=dict, description="headers whose values come from environment variables: {Header-Name: ENV_VAR}"
+    )
+    query_env: EnvNames = Field(
+        default_factory=dict, description="URL query parameters whose values come from environment variables: {name: ENV_VAR}"
+    )
     tokenizer: str | None = Field(
         None, description="local token counting: 'whitespace' or a .gguf file (needs llama-cpp-python)"
     )
     warmup_requests: int = Field(1, ge=0, description="requests sent at once before the timed test (opens as many pooled connections)")
     check_server: bool = Field(True, description="query the server's model metadata at load")
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        parts = urlsplit(v)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http:// or https:// URL with a host")
-        if parts.username or parts.password:
-            raise ValueError("must not hold credentials; use api_key_env")
-        return v.rstrip("/")
-
-    @field_validator("headers")
-    @classmethod
-    def _no_secret_headers(cls, v: dict[str, str]) -> dict[str, str]:
-        bad = sorted(k for k in v if k.lower() in _SECRET_HEADERS)
-        if bad:
-            raise ValueError(f"{', '.join(bad)} carries a credential: put the key in an environment variable and name it in api_key_env")
-        return v
-
     @model_validator(mode="after")
     def _protocol_needs(self) -> HttpOptions:
+        taken = {k.lower() for k in self.headers} & {k.lower() for k in self.headers_env}
+        if self.api_key_env and "authorization" in {k.lower() for k in self.headers_env}:
+            taken.add("authorization (api_key_env sends it)")
+        if taken:
+            raise ValueError(f"headers_env: {', '.join(sorted(taken))} given twice")
         if self.protocol == "json" and not (self.request_template and self.response_path):
             raise ValueError("protocol json needs request_template (a JSON file) and response_path")
         if self.protocol == "kserve-v2" and not self.model_name:
@@ -192,6 +265,10 @@ class HttpBackend(StreamingBackend):
         self._outputs: list[TensorSpec] = []
         self._tokenizer: _Tokenizer | None = None
         self._secret: str | None = None
+        self._env_headers: dict[str, str] = {}
+        self._redact: _Redactor = _Redactor(())
+        #: for the SUT: redacts a request's whole generated text once; None: no secret to hide
+        self.redact_text: Any = None
         self._template: Any = None
 
     # --- load: settings, credentials and what the server says about itself ---------------
@@ -201,6 +278,13 @@ class HttpBackend(StreamingBackend):
             self._secret = os.environ.get(o.api_key_env)
             if not self._secret:
                 raise ConfigError(f"api_key_env: environment variable {o.api_key_env} is not set or empty")
+        self._env_headers = {k: _from_env(f"headers_env.{k}", var) for k, var in o.headers_env.items()}
+        query = {k: _from_env(f"query_env.{k}", var) for k, var in o.query_env.items()}
+        secrets = [self._secret or "", *self._env_headers.values(), *query.values()]
+        # Each value, and its words (a cookie's "sid=...; x=...", a "Bearer ..." header) too.
+        secrets += [w for v in secrets for w in v.replace(";", " ").replace("=", " ").replace(",", " ").split() if len(w) >= 8]
+        self._redact = _Redactor(secrets)
+        self.redact_text = self._redact if self._redact.forms else None
         if o.tokenizer:
             self._tokenizer = _Tokenizer(o.tokenizer)
         if o.protocol == "json":
@@ -218,13 +302,17 @@ class HttpBackend(StreamingBackend):
             "openai-chat": f"{base}/chat/completions",
             "json": base,
         }[o.protocol]
-        self._path = _path(self._endpoint)
+        self._query = urlencode(query)  # never in the options, nor in describe() (its URL has no query)
+        self._path = self._with_query(_path(self._endpoint))
         self._model_name = o.model_name
         if o.check_server and o.protocol != "json":
             asyncio.run(self._query_server())
 
+    def _with_query(self, path: str) -> str:
+        return path + ("&" if "?" in path else "?") + self._query if self._query else path
+
     def _headers(self) -> dict[str, str]:
-        h = {"Content-Type": "application/json", **self.options.headers}
+        h = {"Content-Type": "application/json", **self.options.headers, **self._env_headers}
         if self._secret:
             h["Authorization"] = f"Bearer {self._secret}"
         return h
@@ -234,17 +322,17 @@ class HttpBackend(StreamingBackend):
         url = f"{o.url}/v2/models/{o.model_name}" if o.protocol == "kserve-v2" else f"{o.url}/models"
         client = self._client_for(url, limit=1, total_timeout=o.connect_timeout_s + o.read_timeout_s)
         try:
-            r = await client.request("GET", _path(url))
+            r = await client.request("GET", self._with_query(_path(url)))
             try:
                 text = await r.text(errors="replace")
             finally:
                 r.release()
             if r.status >= 400:
-                raise BackendError(f"server at {_public(url)} answered {r.status}: {self._redact(text[:_EXCERPT])}")
+                raise BackendError(f"server at {_public(url)} answered {r.status}: {self._redact.excerpt(text)}")
             meta = json.loads(text)
         except (ClientError, asyncio.TimeoutError, json.JSONDecodeError) as e:
             raise BackendError(
-                f"cannot read model metadata from {_public(url)}: {type(e).__name__}: {self._redact(str(e))} "
+                f"cannot read model metadata from {_public(url)}: {type(e).__name__}: {self._redact.excerpt(str(e))} "
                 "(is the server up? set check_server=false to skip this check)"
             ) from e
         finally:
@@ -333,26 +421,41 @@ class HttpBackend(StreamingBackend):
         if self._client is None:
             await self.open()
         o = self.options
+        excerpt = self._redact.excerpt  # every failure's detail: redacted, then cut
         attempt = 0
         while True:
             try:
                 resp = await self._client.request("POST", self._path, sample.body)
-                if resp.status < 400:
-                    break
-                try:
-                    text = await resp.text(errors="replace")
-                finally:
+                status = resp.status
+                if status < 300:
+                    encoding = resp.headers.get("content-encoding")
+                    if encoding is None or encoding.lower() == "identity":
+                        break
+                    resp.release()  # unread: the connection closes
+                    detail = f"{encoding} (the client sends no Accept-Encoding and decodes no compressed body)"
+                    failure, retryable = RequestFailed("unsupported_encoding", excerpt(detail)), False
+                elif status < 400:
                     resp.release()
-                failure = RequestFailed(f"http_{resp.status}", self._redact(_squash(text)))
-                retryable = resp.status in o.retry_statuses
+                    location = resp.headers.get("location", "(none)")
+                    detail = f"{status} to Location {location} (the client follows no redirects: point url there)"
+                    failure, retryable = RequestFailed("http_3xx", excerpt(detail)), False
+                else:
+                    try:
+                        text = await resp.text(errors="replace")
+                    finally:
+                        resp.release()
+                    if resp.headers.get("content-encoding", "identity").lower() != "identity":
+                        text = f"({resp.headers['content-encoding']}-encoded body not shown)"
+                    failure = RequestFailed(f"http_{status}", excerpt(text))
+                    retryable = status in o.retry_statuses
             except ConnectError as e:
-                failure, retryable = RequestFailed("connect", self._redact(str(e))), True
+                failure, retryable = RequestFailed("connect", excerpt(str(e))), True
             except Disconnected as e:
-                failure, retryable = RequestFailed("disconnected", str(e)), True
+                failure, retryable = RequestFailed("disconnected", excerpt(str(e))), True
             except asyncio.TimeoutError as e:
-                failure, retryable = RequestFailed("timeout", _timeout_text(e, o)), False
+                failure, retryable = RequestFailed("timeout", excerpt(_timeout_text(e, o))), False
             except PayloadError as e:
-                failure, retryable = RequestFailed("truncated_stream", str(e)), False
+                failure, retryable = RequestFailed("truncated_stream", excerpt(str(e))), False
             if not retryable or attempt >= o.retries:
                 raise failure
             attempt += 1
@@ -364,7 +467,7 @@ class HttpBackend(StreamingBackend):
             if o.protocol.startswith("openai") and o.stream:
                 # Parsed here rather than in a nested async generator: every chunk would
                 # otherwise pass two generator layers (measured ~6 % of the loop's time).
-                parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None)
+                parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None, excerpt)
                 async for data in resp.iter_any():
                     for chunk in parser.feed(data):
                         yield chunk
@@ -374,37 +477,43 @@ class HttpBackend(StreamingBackend):
                 for chunk in self._whole(raw):
                     yield chunk
         except asyncio.TimeoutError as e:
-            raise RequestFailed("timeout", _timeout_text(e, o)) from e
+            raise RequestFailed("timeout", excerpt(_timeout_text(e, o))) from e
         except PayloadError as e:
-            raise RequestFailed("truncated_stream", str(e)) from e
+            raise RequestFailed("truncated_stream", excerpt(str(e))) from e
         finally:
             resp.release()
 
     def _whole(self, raw: bytes) -> list[Chunk]:
         o = self.options
+        excerpt = self._redact.excerpt
         try:
             obj = json.loads(raw)
         except ValueError as e:
-            raise RequestFailed("malformed_json", _squash(raw.decode(errors="replace"))) from e
+            raise RequestFailed("malformed_json", excerpt(raw.decode(errors="replace"))) from e
         try:
             if o.protocol == "kserve-v2":
                 return [Chunk(n_tokens=0, output=self._v2_output(obj))]
             if o.protocol == "json":
-                return [Chunk(n_tokens=0, output=_json_output(obj, o.response_path or ""))]
+                output = _json_output(obj, o.response_path or "")
+                if isinstance(output, str) and self.redact_text is not None:
+                    output = self.redact_text(output)
+                return [Chunk(n_tokens=0, output=output)]
             c = obj["choices"][0]
             text = (c["message"].get("content") if o.protocol == "openai-chat" else c.get("text")) or ""
         except (KeyError, IndexError, TypeError, AttributeError) as e:
-            raise RequestFailed("malformed_json", f"missing {e} in {_squash(json.dumps(obj))}") from e
+            raise RequestFailed("malformed_json", excerpt(f"missing {e} in {json.dumps(obj)}")) from e
         if not text:
             raise RequestFailed("empty_output", "the answer has no text")
         # The SUT takes chunks as typed (base.Chunk): a wrong type is this answer's failure.
         if not isinstance(text, str):
-            raise RequestFailed("malformed_json", f"the answer's text is a {type(text).__name__}: {_squash(json.dumps(obj))}")
+            raise RequestFailed("malformed_json", excerpt(f"the answer's text is a {type(text).__name__}: {json.dumps(obj)}"))
+        if self.redact_text is not None:  # the whole answer is one chunk: redacted here, once
+            text = self.redact_text(text)
         out = [Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1)]
         usage = obj.get("usage")
         if usage:
             if not isinstance(usage, dict):
-                raise RequestFailed("malformed_json", f"usage is not an object: {_squash(json.dumps(obj))}")
+                raise RequestFailed("malformed_json", excerpt(f"usage is not an object: {json.dumps(obj)}"))
             out.append(Chunk(n_tokens=0, usage=usage))
         return out
 
@@ -414,7 +523,7 @@ class HttpBackend(StreamingBackend):
         out = next(t for t in outputs if t["name"] == name) if name else outputs[0]
         dtype = _V2_TO_NP.get(out["datatype"])
         if dtype is None:
-            raise RequestFailed("malformed_json", f"unsupported datatype {out['datatype']}")
+            raise RequestFailed("malformed_json", self._redact.excerpt(f"unsupported datatype {out['datatype']}"))
         arr = np.asarray(out["data"], dtype=dtype)
         if arr.size == 0:
             raise RequestFailed("empty_output", f"output {out['name']!r} has no data")
@@ -426,9 +535,6 @@ class HttpBackend(StreamingBackend):
             return None
         spec = next((s for s in self._outputs if s.name == self.options.output_name), self._outputs[0])
         return {"dtype": spec.dtype, "shape": list(spec.sample_shape())}
-
-    def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
 
     def describe(self) -> BackendDescription:
         o = self.options
@@ -443,7 +549,9 @@ class HttpBackend(StreamingBackend):
             "verify_tls": o.verify_tls,
             "api_key_env": o.api_key_env,
             "api_key_set": self._secret is not None,
-            "header_names": sorted(o.headers),
+            "header_names": sorted([*o.headers, *o.headers_env]),
+            "headers_env": dict(o.headers_env),
+            "query_env": dict(o.query_env),
             "max_in_flight": o.max_in_flight,
             "connections": o.connections or o.max_in_flight or "unlimited",
             "timeouts_s": {"connect": o.connect_timeout_s, "read": o.read_timeout_s, "total": o.total_timeout_s},
@@ -471,6 +579,13 @@ def _path(url: str) -> str:
     """The request target of a URL: its path and query."""
     parts = urlsplit(url)
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def _from_env(option: str, var: str) -> str:
+    value = os.environ.get(var)
+    if not value:
+        raise ConfigError(f"{option}: environment variable {var} is not set or empty")
+    return value
 
 
 def _timeout_text(e: BaseException, o: HttpOptions) -> str:

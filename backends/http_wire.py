@@ -7,9 +7,11 @@ with the reason the summary groups by.
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -33,12 +35,50 @@ def _squash(text: str) -> str:
 _json_decode = json.JSONDecoder().decode
 
 
+class _Redactor:
+    """Replaces secrets in a text by `***`, by value: each secret as it is, URL-encoded,
+    JSON-escaped and base64-encoded (at each of the three alignments it can have inside a
+    longer base64 text). Called on whole texts before any cut, so no prefix survives."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms: set[str] = set()
+        for secret in secrets:
+            if not secret:
+                continue
+            forms.add(secret)
+            derived = {quote(secret, safe=""), quote(secret), json.dumps(secret)[1:-1], secret.replace("/", "\\/")}
+            derived.update(_b64_forms(secret.encode()))
+            forms.update(f for f in derived if len(f) >= 8)  # a short form would mangle any text
+        self.forms = sorted(forms, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for form in self.forms:
+            if form in text:
+                text = text.replace(form, "***")
+        return text
+
+    def excerpt(self, text: str) -> str:
+        return _squash(self(text))
+
+
+def _b64_forms(raw: bytes) -> list[str]:
+    """The characters of base64(... + raw + ...) that depend on `raw` alone, per alignment."""
+    out = []
+    for k in range(3):
+        enc = base64.b64encode(b"\0" * k + raw).decode().rstrip("=")
+        start = -(-k * 8 // 6)  # the first character holding no byte of the padding
+        end = len(enc) - (1 if (k + len(raw)) * 8 % 6 else 0)  # the last may hold what follows
+        out.append(enc[start:end])
+    return out
+
+
 class _SseParser:
     """OpenAI server-sent events -> Chunks, fed the bytes of each network read."""
 
-    def __init__(self, chat: bool, count: Callable[[str], int] | None) -> None:
+    def __init__(self, chat: bool, count: Callable[[str], int] | None, excerpt: Callable[[str], str] = _squash) -> None:
         self.chat = chat
         self.count = count
+        self.excerpt = excerpt  # a failure's detail: the backend's redacts before it cuts
         self.buf = b""
         self.finished = self.done = False
         self.content = 0
@@ -66,9 +106,9 @@ class _SseParser:
                 obj = _json_decode(payload.decode())  # SSE is UTF-8: skips json.loads' encoding sniffing
                 choices = obj.get("choices") or []
             except (ValueError, AttributeError) as e:
-                raise RequestFailed("malformed_sse", _squash(payload.decode(errors="replace"))) from e
+                raise RequestFailed("malformed_sse", self.excerpt(payload.decode(errors="replace"))) from e
             if "error" in obj:
-                raise RequestFailed("server_error", _squash(json.dumps(obj["error"])))
+                raise RequestFailed("server_error", self.excerpt(json.dumps(obj["error"])))
             if choices:
                 c = choices[0]
                 text = ((c.get("delta") or {}).get("content") if self.chat else c.get("text")) or ""
@@ -76,13 +116,13 @@ class _SseParser:
                 if text:
                     # The SUT takes chunks as typed (base.Chunk): a wrong type is this stream's failure.
                     if text.__class__ is not str:
-                        raise RequestFailed("malformed_sse", f"content is a {type(text).__name__}: {_squash(payload.decode())}")
+                        raise RequestFailed("malformed_sse", self.excerpt(f"content is a {type(text).__name__}: {payload.decode()}"))
                     self.content += 1
                     out.append(Chunk(text, self.count(text) if self.count else 1))
             usage = obj.get("usage")
             if usage:
                 if usage.__class__ is not dict:
-                    raise RequestFailed("malformed_sse", f"usage is not an object: {_squash(payload.decode())}")
+                    raise RequestFailed("malformed_sse", self.excerpt(f"usage is not an object: {payload.decode()}"))
                 out.append(Chunk(n_tokens=0, usage=usage))
         self.buf = buf
         return out

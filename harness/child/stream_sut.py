@@ -100,6 +100,9 @@ class StreamingSUT:
         #: how the client counts tokens without usage: "tokenizer", "model" or "chunks"
         self._client_method = backend.token_source
         self._validate = dataset.validate
+        #: the backend's redaction of a request's whole text (its secrets, echoed by a
+        #: server, never reach tokens.jsonl or LoadGen's log); None: nothing to hide
+        self._redact: Callable[[str], str] | None = getattr(backend, "redact_text", None)
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
@@ -217,6 +220,8 @@ class StreamingSUT:
                 data = output
             elif self.return_outputs:
                 data = "".join(texts)
+                if self._redact is not None:
+                    data = self._redact(data)
             else:
                 data = None
             self._complete(qid, data, lg_tokens)
@@ -227,6 +232,8 @@ class StreamingSUT:
             )
             if self.tokens or retries:
                 text = "".join(texts)
+                if self._redact is not None:  # once per request, and only with secrets configured
+                    text = self._redact(text)
                 # Checked after the completion was queued to LoadGen, so it is not timed.
                 valid = self._validate(index, text) if self._validate is not None and not error else None
                 details = (usage or {}).get("prompt_tokens_details")
