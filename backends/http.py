@@ -295,14 +295,16 @@ class HttpBackend(StreamingBackend):
                 raise ConfigError(f"request_template: cannot read {path}: {e.strerror}") from e
             except json.JSONDecodeError as e:
                 raise ConfigError(f"request_template {path}: not valid JSON ({e.msg} at line {e.lineno})") from e
-        base = o.url
+        parts = urlsplit(o.url)  # a query of the URL goes after the endpoint's path, not before it
+        base = self._base = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
         self._endpoint = {
             "kserve-v2": f"{base}/v2/models/{o.model_name}/infer",
             "openai-completions": f"{base}/completions",
             "openai-chat": f"{base}/chat/completions",
             "json": base,
         }[o.protocol]
-        self._query = urlencode(query)  # never in the options, nor in describe() (its URL has no query)
+        # query_env's values: never in the options, nor in describe() (its URL has no query)
+        self._query = "&".join(q for q in (parts.query, urlencode(query)) if q)
         self._path = self._with_query(_path(self._endpoint))
         self._model_name = o.model_name
         if o.check_server and o.protocol != "json":
@@ -319,7 +321,7 @@ class HttpBackend(StreamingBackend):
 
     async def _query_server(self) -> None:
         o = self.options
-        url = f"{o.url}/v2/models/{o.model_name}" if o.protocol == "kserve-v2" else f"{o.url}/models"
+        url = f"{self._base}/v2/models/{o.model_name}" if o.protocol == "kserve-v2" else f"{self._base}/models"
         client = self._client_for(url, limit=1, total_timeout=o.connect_timeout_s + o.read_timeout_s)
         try:
             r = await client.request("GET", self._with_query(_path(url)))

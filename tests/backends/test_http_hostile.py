@@ -342,6 +342,11 @@ def test_headers_env_takes_a_credential_header_from_the_environment(monkeypatch)
     b.load(LoadContext(model=None, max_batch=1, scenario="Offline"))
     assert b._headers()["Cookie"] == f"sid={SECRET}"
     assert SECRET not in json.dumps(b.describe()) and "Cookie" in b.describe()["header_names"]
+    monkeypatch.setenv("HOSTILE_SIG", SECRET)
+    q = HttpBackend(HttpOptions(protocol="openai-chat", url="http://127.0.0.1:1/v1?sv=1", check_server=False, query_env={"sig": "HOSTILE_SIG"}))
+    q.load(LoadContext(model=None, max_batch=1, scenario="Offline"))
+    assert q._path == f"/v1/chat/completions?sv=1&sig={SECRET}" and SECRET not in json.dumps(q.describe())
+    assert q.redact_text is not None and q.redact_text(f"echo {SECRET}") == "echo ***"
     monkeypatch.delenv("HOSTILE_COOKIE")
     with pytest.raises(ConfigError, match="HOSTILE_COOKIE"):
         HttpBackend(opts).load(LoadContext(model=None, max_batch=1, scenario="Offline"))
@@ -391,10 +396,10 @@ def test_a_request_past_its_deadline_is_never_sent():
 
     t0, got = asyncio.run(main())
     timed_out = [(text, took) for text, took in got if text != "ok"]
-    assert 3 <= sum(text == "ok" for text, _ in got) <= 4
-    assert all(text.startswith("total timeout") and took < 1.25 for text, took in timed_out)
-    assert len(arrivals) <= 4  # the server never saw the requests that timed out waiting
-    assert all(t - t0 < 1.0 for t in arrivals)  # nothing was sent after its deadline
+    assert 2 <= sum(text == "ok" for text, _ in got) <= 4  # a loaded machine may fit one fewer
+    assert all(text.startswith("total timeout") and took < 1.5 for text, took in timed_out), timed_out
+    assert len(arrivals) <= 4  # the server never saw the requests that timed out waiting (today: all 12)
+    assert all(t - t0 < 1.1 for t in arrivals)  # nothing was sent after its deadline
 
 
 def test_the_pool_serves_requests_first_come_first_served():
