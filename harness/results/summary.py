@@ -112,6 +112,31 @@ _COUNTED = {"succeeded": (int,), "failed": (int,), "success_rate": (int, float),
 _OPTIONAL = ("agreement", "tokens", "accuracy", "timings_s", "sut", "backend", "dataset")
 
 
+#: sections of figures, less their keys that hold text or settings
+_NUMERIC = {
+    "harness": (),
+    "agreement": ("latency_note",),
+    "timings_s": (),
+    "loadgen": ("errors", "warnings", "version", "effective_settings"),
+}
+
+
+def _numbers(value: Any, where: str) -> str | None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _numbers(item, f"{where}.{key}")
+            if problem:
+                return problem
+        return None
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return None
+    return f"{where} is a {type(value).__name__}, not a number"
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
 def shape_problem(summary: dict[str, Any]) -> str | None:
     """What makes a summary.json unreadable for the renderers and verbs, in words; None if
     nothing. A file edited by hand or cut off is named, never a KeyError deep in a report."""
@@ -127,6 +152,21 @@ def shape_problem(summary: dict[str, Any]) -> str | None:
             if not isinstance(item, types) or isinstance(item, bool):
                 what = "missing" if key not in value else f"a {type(item).__name__}"
                 return f"{section}.{key} is {what}, not a {' or '.join(t.__name__ for t in types)}"
+    for section, texts in _NUMERIC.items():  # figures the renderers format as numbers
+        value = summary.get(section)
+        if isinstance(value, dict):
+            problem = _numbers({k: v for k, v in value.items() if k not in texts}, section)
+            if problem:
+                return problem
+    lg = summary["loadgen"]
+    for key in ("errors", "warnings"):
+        if lg.get(key) is not None and not _strings(lg[key]):
+            return f"loadgen.{key} is not a list of text"
+    if lg.get("effective_settings") is not None and not isinstance(lg["effective_settings"], dict):
+        return "loadgen.effective_settings is not an object"
+    for key in ("reasons", "fixes"):
+        if not _strings(summary["validity"][key]):
+            return f"validity.{key} is not a list of text"
     verdict = summary["validity"].get("harness")
     if verdict is not None and not (
         isinstance(verdict, dict) and isinstance(verdict.get("min_success_rate"), (int, float))

@@ -70,6 +70,11 @@ CASES: dict[str, tuple[Callable[[Path], None], str, int, tuple[str, ...]]] = {
         _edit_summary(lambda s: s.update(run=[1])), folder.SUMMARY, EXIT_CHECK_TAMPERED, READ_BY_ALL),
     "summary figure missing": (
         _edit_summary(lambda s: s["harness"].pop("success_rate")), folder.SUMMARY, EXIT_CHECK_TAMPERED, READ_BY_ALL),
+    "summary figure text": (
+        _edit_summary(lambda s: s["harness"]["latency_ms"].update(p99="fast")), folder.SUMMARY, EXIT_CHECK_TAMPERED,
+        READ_BY_ALL),
+    "summary LoadGen errors not text": (
+        _edit_summary(lambda s: s["loadgen"].update(errors=[1])), folder.SUMMARY, EXIT_CHECK_TAMPERED, READ_BY_ALL),
     "run.yaml not YAML": (_write(folder.RUN_CONFIG, "name: [unclosed\n  : :\n"), folder.RUN_CONFIG, EXIT_CHECK_TAMPERED,
                           READ_BY_ALL),
     "run.yaml a list": (_write(folder.RUN_CONFIG, "- a\n- b\n"), folder.RUN_CONFIG, EXIT_CHECK_TAMPERED, READ_BY_ALL),
