@@ -211,6 +211,10 @@ class StreamingBackend(Backend):
     #: the model's tokenizer (text -> token count), so that prompt datasets count lengths
     #: in its tokens; None: they count words. A backend that has one defines the method.
     count_tokens: Callable[[str], int] | None = None
+    #: masks the backend's secrets (API keys) in a request's whole generated text before the
+    #: SUT stores it (tokens.jsonl, LoadGen's accuracy log); a key may span chunks, so only
+    #: the joined text can be scanned. None: the backend has no secret to hide.
+    redact_text: Callable[[str], str] | None = None
 
     @property
     def takes_prompts(self) -> bool:

@@ -268,7 +268,7 @@ class HttpBackend(StreamingBackend):
         self._env_headers: dict[str, str] = {}
         self._redact: _Redactor = _Redactor(())
         #: for the SUT: redacts a request's whole generated text once; None: no secret to hide
-        self.redact_text: Any = None
+        self.redact_text = None
         self._template: Any = None
 
     # --- load: settings, credentials and what the server says about itself ---------------

@@ -102,7 +102,7 @@ class StreamingSUT:
         self._validate = dataset.validate
         #: the backend's redaction of a request's whole text (its secrets, echoed by a
         #: server, never reach tokens.jsonl or LoadGen's log); None: nothing to hide
-        self._redact: Callable[[str], str] | None = getattr(backend, "redact_text", None)
+        self._redact: Callable[[str], str] | None = backend.redact_text
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
