@@ -44,6 +44,49 @@ _DIRECT: dict[str, tuple[str, float | None]] = {
 }
 _FROMCONFIG_CODES = {-2: "file not found", -22: "parse error (see mlperf_log_detail.txt)"}
 
+# The keys LoadGen's FromConfig looks up (loadgen/test_settings_internal.cc, 6.0.17); any
+# other key it ignores without a word, so a typo there silently keeps the default. Plus
+# target_duration, which LoadGen's own compiled-in mlperf.conf sets and FromConfig ignores.
+CONF_KEYS = frozenset("""
+    target_duration
+    accuracy_log_probability accuracy_log_rng_seed accuracy_log_sampling_target accuracy_sample_count_override
+    coalesce_queries infer_token_latencies max_async_queries max_duration max_query_count min_duration
+    min_query_count mode performance_issue_same performance_issue_same_index performance_issue_unique
+    performance_sample_count_override print_timestamps qsl_rng_seed sample_concatenate_permutation
+    sample_index_rng_seed samples_per_query schedule_rng_seed target_latency target_latency_percentile target_qps
+    test05 test05_qsl_rng_seed test05_sample_index_rng_seed test05_schedule_rng_seed token_latency_scaling_factor
+    tpot_latency ttft_latency use_token_latencies
+""".split())
+CONF_SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline", "*")
+
+
+def check_conf_file(key: str, path: Path) -> None:
+    """Every line of an mlperf.conf/user.conf names a key and a scenario LoadGen knows, in
+    its `model.scenario.key = value` form; LoadGen itself skips anything else silently."""
+    import difflib
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{key}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
+    for n, line in enumerate(text.splitlines(), 1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        where = f"{key} {path}:{n}"
+        name = words[0]
+        if len(words) < 3 or words[1] != "=" or name.count(".") < 2:
+            raise ConfigError(f"{where}: expected `model.scenario.key = value` (e.g. *.Offline.min_duration = 600000)")
+        _, scenario, setting = name.rsplit(".", 2)  # a model name may hold dots
+        if scenario not in CONF_SCENARIOS:
+            hint = difflib.get_close_matches(scenario, CONF_SCENARIOS, n=1)
+            raise ConfigError(f"{where}: unknown scenario {scenario!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                              + f"; scenarios: {', '.join(CONF_SCENARIOS)}")
+        if setting not in CONF_KEYS:
+            hint = difflib.get_close_matches(setting, sorted(CONF_KEYS), n=1)
+            raise ConfigError(f"{where}: LoadGen has no setting {setting!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                              + ": it would be ignored")
+
 
 def merged_conf_text(config: RunConfig) -> str | None:
     """mlperf_conf then user_conf in one text: LoadGen accepts one FromConfig per process."""

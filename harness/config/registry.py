@@ -17,7 +17,7 @@ import importlib.util
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from backends.base import KINDS, STREAMING_KINDS, Backend, StreamingBackend, StreamingOptions
+from backends.base import KINDS, STREAMING_KINDS, Backend, BackendOptions, StreamingBackend, StreamingOptions
 from harness.errors import BackendError
 
 GROUP = "harness.backends"
@@ -96,6 +96,14 @@ def get(name: str) -> type[Backend]:
             f"backend {name!r} needs {', '.join(bi.missing)}, which is not installed: {hint}"
         )
     return bi.cls
+
+
+def options_class(name: str) -> type[BackendOptions] | None:
+    """The backend's Options model, or None when it cannot be had here (unknown, not installed)."""
+    try:
+        return get(name).Options
+    except BackendError:
+        return None
 
 
 def option_names(name: str) -> list[str]:

@@ -19,8 +19,19 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import ConfigError
+from harness.results.slo import TARGETS as SLO_TARGETS
 
 Scenario = Literal["SingleStream", "MultiStream", "Server", "Offline"]
+#: a results folder is named <stamp>-<name>-<scenario>: no separators, no dot first, no newline
+NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]*$"
+# Bounds of what LoadGen and a machine can do: past them LoadGen overflows its integer
+# milliseconds/nanoseconds or allocates per-sample state it cannot hold (1e12 samples
+# crashed the child with SIGSEGV). A week of test, 2^31 samples, 10^8 queries a second.
+MAX_DURATION_S = 7 * 24 * 3600.0
+MAX_COUNT = 2**31 - 1
+MAX_QPS = 1e8
+MAX_LATENCY_MS = 24 * 3600 * 1e3
+MAX_WORKERS = 1024
 Mode = Literal["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]
 
 
@@ -29,23 +40,26 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field("run", description="label used in the results folder name", min_length=1)
+    name: str = Field(
+        "run", description="label used in the results folder name: letters, digits, '.', '_', '-'",
+        pattern=NAME_PATTERN, max_length=64,
+    )
     scenario: Scenario = "Offline"
     mode: Mode = "PerformanceOnly"
     backend: str = Field("onnxruntime", description="a name from `harness backends`")
     model: str | None = Field(None, description="model path or reference, as the backend takes it")
     dataset: str = Field("synthetic", description="dataset spec: synthetic[:n=N], digits, DIR, ...")
-    seed: int = Field(0, ge=0, description="seed of synthetic data")
+    seed: int = Field(0, ge=0, lt=2**32, description="seed of synthetic data")
     backend_options: dict[str, Any] = Field(default_factory=dict, description="the backend's own options")
 
     # --- the SUT adapter -------------------------------------------------------------
-    workers: int | None = Field(None, ge=1, description="worker threads; default 1, or one per core in Offline on a CPU backend (ORT CPU provider, PyTorch cpu)")
-    max_batch: int = Field(1, ge=1, description="largest batch handed to the backend")
+    workers: int | None = Field(None, ge=1, le=MAX_WORKERS, description="worker threads; default 1, or one per core in Offline on a CPU backend (ORT CPU provider, PyTorch cpu)")
+    max_batch: int = Field(1, ge=1, le=1 << 20, description="largest batch handed to the backend")
     batch_timeout_ms: float = Field(
-        0.0, ge=0, description="Server/SingleStream: wait up to this long to fill a batch (0: off)"
+        0.0, ge=0, le=MAX_LATENCY_MS, description="Server/SingleStream: wait up to this long to fill a batch (0: off)"
     )
     completion_coalesce_us: float = Field(
-        200.0, ge=0, description="while samples queue up behind fast backend calls, complete them to LoadGen together, holding a result at most this long (0: complete every call at once)"
+        200.0, ge=0, le=1e6, description="while samples queue up behind fast backend calls, complete them to LoadGen together, holding a result at most this long (0: complete every call at once)"
     )
     issue_inline: bool | None = Field(
         None,
@@ -60,40 +74,40 @@ class RunConfig(BaseModel):
     benchmark: str = Field("*", description="model name the conf files are keyed by, e.g. resnet50")
 
     # --- LoadGen test settings (None: LoadGen's default or the conf files') --------------
-    min_duration_s: float | None = Field(None, ge=0)
-    max_duration_s: float | None = Field(None, ge=0, description="0: no limit")
-    min_query_count: int | None = Field(None, ge=1)
-    max_query_count: int | None = Field(None, ge=0, description="0: no limit")
-    performance_sample_count: int | None = Field(None, ge=1, description="samples loaded for the timed run")
-    target_qps: float | None = Field(None, gt=0, description="Server: Poisson arrival rate")
-    target_latency_ms: float | None = Field(None, gt=0, description="Server: latency bound")
+    min_duration_s: float | None = Field(None, ge=0, le=MAX_DURATION_S)
+    max_duration_s: float | None = Field(None, ge=0, le=MAX_DURATION_S, description="0: no limit")
+    min_query_count: int | None = Field(None, ge=1, le=MAX_COUNT)
+    max_query_count: int | None = Field(None, ge=0, le=MAX_COUNT, description="0: no limit")
+    performance_sample_count: int | None = Field(None, ge=1, le=MAX_COUNT, description="samples loaded for the timed run")
+    target_qps: float | None = Field(None, gt=0, le=MAX_QPS, description="Server: Poisson arrival rate")
+    target_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS, description="Server: latency bound")
     target_latency_percentile: float | None = Field(None, gt=0, lt=1, description="Server: e.g. 0.99")
     server_coalesce_queries: bool | None = Field(
         None,
         description="Server: LoadGen issues every query whose time has passed in one call (each keeps its "
         "scheduled time); with max_batch > 1 a worker then serves them as one batch",
     )
-    server_max_async_queries: int | None = Field(None, ge=0)
-    server_num_issue_query_threads: int | None = Field(None, ge=0)
-    find_peak_step_size: float | None = Field(None, gt=0, description="FindPeakPerformance: QPS step")
-    offline_expected_qps: float | None = Field(None, gt=0, description="Offline: sizes the query")
-    single_stream_expected_latency_ms: float | None = Field(None, gt=0)
+    server_max_async_queries: int | None = Field(None, ge=0, le=MAX_COUNT)
+    server_num_issue_query_threads: int | None = Field(None, ge=0, le=MAX_WORKERS)
+    find_peak_step_size: float | None = Field(None, gt=0, le=MAX_QPS, description="FindPeakPerformance: QPS step")
+    offline_expected_qps: float | None = Field(None, gt=0, le=MAX_QPS, description="Offline: sizes the query")
+    single_stream_expected_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS)
     single_stream_target_latency_percentile: float | None = Field(None, gt=0, lt=1)
-    multi_stream_samples_per_query: int | None = Field(None, ge=1)
-    multi_stream_expected_latency_ms: float | None = Field(None, gt=0)
+    multi_stream_samples_per_query: int | None = Field(None, ge=1, le=1 << 20)
+    multi_stream_expected_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS)
     multi_stream_target_latency_percentile: float | None = Field(None, gt=0, lt=1)
     use_token_latencies: bool | None = Field(None, description="LLM: TTFT/TPOT constraints")
-    ttft_latency_ms: float | None = Field(None, gt=0)
-    tpot_latency_ms: float | None = Field(None, gt=0)
-    qsl_rng_seed: int | None = Field(None, ge=0)
-    sample_index_rng_seed: int | None = Field(None, ge=0)
-    schedule_rng_seed: int | None = Field(None, ge=0)
-    accuracy_log_rng_seed: int | None = Field(None, ge=0)
+    ttft_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS)
+    tpot_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS)
+    qsl_rng_seed: int | None = Field(None, ge=0, lt=2**64)
+    sample_index_rng_seed: int | None = Field(None, ge=0, lt=2**64)
+    schedule_rng_seed: int | None = Field(None, ge=0, lt=2**64)
+    accuracy_log_rng_seed: int | None = Field(None, ge=0, lt=2**64)
     accuracy_log_probability: float | None = Field(None, ge=0, le=1)
-    accuracy_log_sampling_target: int | None = Field(None, ge=0)
+    accuracy_log_sampling_target: int | None = Field(None, ge=0, le=MAX_COUNT)
     performance_issue_unique: bool | None = None
     performance_issue_same: bool | None = None
-    performance_issue_same_index: int | None = Field(None, ge=0)
+    performance_issue_same_index: int | None = Field(None, ge=0, le=MAX_COUNT)
     sample_concatenate_permutation: bool | None = None
 
     # LoadGen's VALID speaks of latencies only: a run whose requests failed can pass it.
@@ -123,6 +137,20 @@ class RunConfig(BaseModel):
             )
         if self.issue_inline and self.workers and self.workers > 1:
             raise ValueError("issue_inline serves every query on LoadGen's thread; workers above 1 would stay idle")
+        if self.offline_expected_qps and self.min_duration_s:
+            # LoadGen issues 1.1 x expected_qps x min_duration samples in one Offline query.
+            samples = 1.1 * self.offline_expected_qps * self.min_duration_s
+            if samples > MAX_COUNT:
+                raise ValueError(
+                    f"offline_expected_qps x min_duration_s asks LoadGen for {samples:.3g} samples in one query, "
+                    f"more than it can hold ({MAX_COUNT:,}); lower one of them"
+                )
+        unknown = sorted(set(self.slo or {}) - set(SLO_TARGETS))
+        if unknown:
+            raise ValueError(f"slo.{unknown[0]}: unknown target; use {', '.join('slo.' + t for t in SLO_TARGETS)}")
+        for key, value in (self.slo or {}).items():
+            if not 0 < value <= MAX_LATENCY_MS:
+                raise ValueError(f"slo.{key}: must be a positive number of milliseconds (got {value!r})")
         return self
 
     def to_yaml(self) -> str:
@@ -135,12 +163,52 @@ FIELDS = tuple(RunConfig.model_fields)
 
 # --- loading with line numbers --------------------------------------------------------
 
+MAX_DEPTH = 32  # a run config nests two levels; 5,000 overflowed PyYAML's recursion
+MAX_CONFIG_BYTES = 256 * 1024
+_QUOTE = 80  # characters of a value quoted back in an error
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load, minus what a settings file never needs and an attacker can use: anchors
+    and aliases (a 500-byte alias bomb expands to gigabytes), duplicate keys (PyYAML keeps
+    the last one silently) and deep nesting."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.MarkedYAMLError(problem="anchors and aliases (&name, *name) are not accepted here",
+                                       problem_mark=event.start_mark)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise yaml.MarkedYAMLError(problem=f"nested deeper than {MAX_DEPTH} levels", problem_mark=event.start_mark)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else id(key_node)
+            if key in seen:
+                raise yaml.MarkedYAMLError(problem=f"duplicate key {_cut(key)}", problem_mark=key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _cut(value: Any) -> str:
+    """repr(value), cut to a sane length: an error line quotes what it refuses."""
+    text = repr(value)
+    return text if len(text) <= _QUOTE else text[: _QUOTE - 1] + "…"
+
 
 def _key_lines(text: str) -> dict[str, int]:
     """Top-level and `backend_options.*` keys of a YAML mapping -> 1-based line numbers."""
     lines: dict[str, int] = {}
     try:
-        node = yaml.compose(text)
+        node = yaml.compose(text, Loader=_StrictLoader)
     except yaml.YAMLError:
         return lines
     if not isinstance(node, yaml.MappingNode):
@@ -160,21 +228,35 @@ def _closest(key: str, choices: list[str]) -> str:
 
 def read_yaml(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     try:
-        text = path.read_text()
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:  # PyYAML's scanner takes ~10 s a megabyte: refuse, do not hang
+            raise ConfigError(f"{path}: {size:,} bytes; a run config is at most {MAX_CONFIG_BYTES:,}")
+        raw = path.read_bytes()
     except OSError as e:
         raise ConfigError(f"cannot read config {path}: {e.strerror}") from e
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from e
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"{path}{where}: invalid YAML: {problem}") from e
+    except RecursionError as e:  # a nesting PyYAML's parser itself cannot follow
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from e
     if data is None:
-        data = {}
+        raise ConfigError(f"{path}: no settings (the file is empty); write at least `scenario:`, or run without -c")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
-    return data, _key_lines(text)
+    lines = _key_lines(text)
+    for key in data:
+        if not isinstance(key, str):
+            where = f":{lines[str(key)]}" if str(key) in lines else ""
+            raise ConfigError(f"{path}{where}: {_cut(key)} is not a setting name{_closest(str(key), list(FIELDS))}")
+    return data, lines
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -182,7 +264,7 @@ def parse_override(item: str) -> tuple[str, Any]:
     if not eq or not key.strip():
         raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set target_qps=500")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=_StrictLoader) if raw.strip() else ""  # noqa: S506 - SafeLoader
     except yaml.YAMLError:
         value = raw
     return key.strip(), value
@@ -193,11 +275,13 @@ def build_config(
     overrides: list[str] | tuple[str, ...] = (),
     cli_values: dict[str, Any] | None = None,
     backend_option_names: Any = None,
+    backend_options_cls: Any = None,
 ) -> RunConfig:
     """Merge file < CLI flags < --set, then validate once.
 
     `backend_option_names(backend) -> list[str]` lets a bare `--set KEY=V` reach the
-    chosen backend's options (e.g. `--set intra_op_threads=1`).
+    chosen backend's options (e.g. `--set intra_op_threads=1`). `backend_options_cls(backend)
+    -> Options class or None` checks their values here, so an error names the file and line.
     """
     data: dict[str, Any] = {}
     lines: dict[str, int] = {}
@@ -259,6 +343,17 @@ def build_config(
                 raise ConfigError(
                     f"{where}: backend {config.backend!r} has no option {key!r}{_closest(key, names)}"
                 )
+    options_cls = backend_options_cls(config.backend) if backend_options_cls else None
+    if options_cls is not None:
+        try:
+            options_cls(**config.backend_options)
+        except ValidationError as e:
+            err = e.errors()[0]
+            key = ".".join(str(p) for p in err["loc"])
+            where = origin.get(f"backend_options.{key}") or origin.get("backend_options") or source
+            raise ConfigError(
+                f"{where}: backend {config.backend!r} option {key}: {err['msg']} (got {_cut(err.get('input'))})"
+            ) from e
     return config
 
 
@@ -270,7 +365,7 @@ def _explain(e: ValidationError, origin: dict[str, str], source: str) -> str:
         return f"{where}: unknown setting {loc!r}{_closest(loc, list(FIELDS))}"
     if not loc:  # a model-level rule
         return f"{source}: {err['msg'].removeprefix('Value error, ')}"
-    return f"{where}: {loc}: {err['msg']} (got {err.get('input')!r})"
+    return f"{where}: {loc}: {err['msg']} (got {_cut(err.get('input'))})"
 
 
 def validate_backend_options(config: RunConfig, options_cls: type[BaseModel]) -> BaseModel:
@@ -287,5 +382,5 @@ def validate_backend_options(config: RunConfig, options_cls: type[BaseModel]) ->
                 f"{', '.join(options_cls.model_fields) or 'none'}"
             ) from e
         raise ConfigError(
-            f"backend {config.backend!r} option {key}: {err['msg']} (got {err.get('input')!r})"
+            f"backend {config.backend!r} option {key}: {err['msg']} (got {_cut(err.get('input'))})"
         ) from e

@@ -26,6 +26,7 @@ from typing import Any
 
 from harness import __version__
 from harness.config import registry
+from harness.config.loadgen_settings import check_conf_file
 from harness.config.run_config import RunConfig, validate_backend_options
 from harness.data.hashing import sha256_file
 from harness.data.spec import parse_dataset_spec
@@ -56,6 +57,8 @@ def resolve(config: RunConfig) -> RunConfig:
             updates[key] = str(Path(value).resolve())
         elif value and key != "model":
             raise OutputError(f"{key}: file {value} does not exist")
+        if value and key != "model":
+            check_conf_file(key, Path(value))
     dataset = parse_dataset_spec(config.dataset)
     if dataset.path is not None:
         # Written out explicitly with an absolute path (npy:/abs/dir, jsonl:/abs/p.jsonl).
