@@ -133,7 +133,7 @@ def audit(test: str, config_file: Path | None, scenario: str | None, backend: st
     from harness.run.audit import run_audit
 
     cli_values = dict(scenario=scenario, backend=backend, model=model, dataset=dataset, name=name)
-    config = build_config(config_file, overrides, cli_values, registry.option_names)
+    config = build_config(config_file, overrides, cli_values, registry.option_names, registry.options_class)
     result = run_audit(test, config, output_dir, sampling_target)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))

@@ -4,7 +4,10 @@ function, print. Errors become one line and an exit code in harness.cli._common.
 from __future__ import annotations
 
 import json
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,24 @@ from rich.markup import escape
 from harness.cli._common import console, err_console, handle_errors
 from harness.errors import EXIT_INCOMPLETE, EXIT_NEGATIVE
 from harness.results.folder import REPORT_HTML
+
+
+@contextmanager
+def _stop_signals_noted() -> Iterator[list[str]]:
+    """While the command runs, a stop signal (SIGINT, SIGTERM, SIGHUP) that lands between or
+    after runs (the third Ctrl-C of an impatient user) is noted instead of aborting the
+    summary's rendering with click's exit 1: the command then ends, as stopped (exit 3).
+    During a run, harness.run.runner's own handlers take over and give these back."""
+    noted: list[str] = []
+    sigs = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    previous = {s: signal.getsignal(s) for s in sigs}
+    for s in sigs:
+        signal.signal(s, lambda signum, frame: noted.append(signal.Signals(signum).name))
+    try:
+        yield noted
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
 
 
 @click.command()
@@ -54,12 +75,9 @@ def run(
     repeat: int,
 ) -> None:
     """Run one LoadGen test (no arguments: the embedded demo)."""
-    from harness.analysis.cost import cost_for_run, load_sheet, parse_sheet, write_cost
+    from harness.analysis.cost import load_sheet, parse_sheet
     from harness.config import registry
     from harness.config.run_config import build_config
-    from harness.report.terminal import render
-    from harness.results.summary import success_rate_failed
-    from harness.run import runner
 
     # Read the price sheet before the test, so a typo in it costs no run.
     sheet = load_sheet(cost_file) if cost_file else None
@@ -82,7 +100,20 @@ def run(
 
         configs = demo_configs()
     else:
-        configs = [build_config(config_file, overrides, cli_values, registry.option_names)]
+        configs = [build_config(config_file, overrides, cli_values, registry.option_names, registry.options_class,
+                                sections={"cost": parse_sheet})]
+    with _stop_signals_noted() as noted:
+        worst = _run_all(configs, sheet, output_dir, repeat, as_json, noted)
+    sys.exit(max(worst, EXIT_INCOMPLETE) if noted else worst)
+
+
+def _run_all(configs: list[Any], sheet: Any, output_dir: Path, repeat: int, as_json: bool, noted: list[str]) -> int:
+    """Each config's run (or repeats), priced and rendered; the worst exit code of them."""
+    from harness.analysis.cost import cost_for_run, parse_sheet, write_cost
+    from harness.report.terminal import render
+    from harness.results.summary import success_rate_failed
+    from harness.run import runner
+
     worst = 0
     for config in configs:
         config_sheet = sheet or (parse_sheet(config.cost, "cost section of the config") if config.cost else None)
@@ -113,7 +144,9 @@ def run(
             from harness.report.compare_view import render_aggregate
 
             render_aggregate(repeated.aggregate, console, repeated.repeat_dir)
-    sys.exit(worst)
+        if noted or any(o.stopped_by for o in (repeated.outcomes if repeated else [single])):
+            break  # a stop signal ends the command, not only the run it came in
+    return worst
 
 
 @click.command()

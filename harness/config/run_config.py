@@ -276,12 +276,15 @@ def build_config(
     cli_values: dict[str, Any] | None = None,
     backend_option_names: Any = None,
     backend_options_cls: Any = None,
+    sections: dict[str, Any] | None = None,
 ) -> RunConfig:
     """Merge file < CLI flags < --set, then validate once.
 
     `backend_option_names(backend) -> list[str]` lets a bare `--set KEY=V` reach the
     chosen backend's options (e.g. `--set intra_op_threads=1`). `backend_options_cls(backend)
-    -> Options class or None` checks their values here, so an error names the file and line.
+    -> Options class or None` checks their values here, so an error names the file and line;
+    `sections` maps a section (e.g. "cost") to a `check(value, where)` of a layer above
+    this one (the price sheet), called with the same file:line.
     """
     data: dict[str, Any] = {}
     lines: dict[str, int] = {}
@@ -335,6 +338,9 @@ def build_config(
         config = RunConfig(**data)
     except ValidationError as e:
         raise ConfigError(_explain(e, origin, source)) from e
+    for section, check in (sections or {}).items():
+        if getattr(config, section, None) is not None:
+            check(getattr(config, section), f"{origin.get(section, source)}: {section}")
     if backend_option_names and config.backend_options:
         names = list(backend_option_names(config.backend))
         for key in config.backend_options:

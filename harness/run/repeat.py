@@ -85,6 +85,8 @@ def run_repeated(
         outcomes.append(runner.run(config, repeat_dir))
         if after_each is not None:
             after_each(outcomes[-1])
+        if outcomes[-1].stopped_by:
+            break  # a stop signal ends the repeats: the aggregate covers the runs made
     data = aggregate(repeat_dir, [o.run_dir for o in outcomes])
     (repeat_dir / folder.AGGREGATE).write_text(json.dumps(data, indent=2))
     return RepeatOutcome(repeat_dir, outcomes, data)

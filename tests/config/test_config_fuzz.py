@@ -176,3 +176,12 @@ def test_through_the_cli_one_line_exit_2_no_child(tmp_path: Path, case: str):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert not out.exists() or not any(out.iterdir())  # refused before any results folder
+
+
+def test_a_price_sheet_error_inside_a_config_names_its_line(tmp_path: Path):
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE + "cost:\n  device_hourly: -3\n")
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "-c", str(path), "--output-dir", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{path}:5: cost" in proc.stderr and "device_hourly" in proc.stderr
