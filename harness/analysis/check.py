@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.cost import read_cost
+from harness.analysis.run_data import read_config, read_manifest, read_system
 from harness.data.hashing import sha256_file
 from harness.errors import HarnessError, OutputError, ResultsError
 from harness.results import folder
@@ -104,12 +106,14 @@ def check_run(run_dir: Path, rebuild_dataset: bool = True) -> CheckResult:
     missing = [name for name in EXPECTED_FILES if not (run_dir / name).is_file()]
     for name in missing:
         result.add("incomplete", name, "missing")
-    manifest = _read(result, folder.MANIFEST, lambda: folder.read_json(run_dir, folder.MANIFEST))
+    manifest = _read(result, folder.MANIFEST, lambda: read_manifest(run_dir) if (run_dir / folder.MANIFEST).is_file() else None)
     if manifest is not None:
         _check_hashes(result, run_dir, manifest)
-    for name in (folder.SYSTEM, folder.CHILD, folder.COST):  # read by the reports and verbs
-        _read(result, name, lambda name=name: folder.read_json(run_dir, name))
-    _read(result, folder.RUN_CONFIG, lambda: folder.read_run_config(run_dir, required=False))
+    # Read by the reports and verbs: damage there is a finding here.
+    _read(result, folder.SYSTEM, lambda: read_system(run_dir))
+    _read(result, folder.CHILD, lambda: folder.read_json(run_dir, folder.CHILD))
+    _read(result, folder.COST, lambda: read_cost(run_dir))
+    _read(result, folder.RUN_CONFIG, lambda: read_config(run_dir))
     summary = _read(result, folder.SUMMARY, lambda: folder.read_json(run_dir, folder.SUMMARY))
     if summary is not None and (problem := shape_problem(summary)):
         result.add("tampered", folder.SUMMARY, f"{run_dir / folder.SUMMARY} is damaged: {problem}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.cost import read_cost
+from harness.analysis.run_data import read_config, read_manifest, read_system
 from harness.errors import ConfigError, ResultsError
 from harness.results import folder, metrics
 from harness.results.metrics import ALIASES, METRICS, NAMES
@@ -91,10 +92,10 @@ class Difference:
 
 def _facts(run_dir: Path) -> dict[str, dict[str, Any]]:
     """What must match, by category, flattened to key -> value."""
-    config = folder.read_run_config(run_dir) or {}
+    config = read_config(run_dir, required=True)
     summary = read_summary(run_dir)
-    manifest = folder.read_json(run_dir, folder.MANIFEST) or {}
-    system = folder.read_json(run_dir, folder.SYSTEM) or {}
+    manifest = read_manifest(run_dir)
+    system = read_system(run_dir)
     facts: dict[str, dict[str, Any]] = {c: {} for c in CATEGORIES}
     for key, value in config.items():
         if key in _IGNORED_KEYS:

@@ -252,7 +252,45 @@ def read_cost(run_dir: Path) -> dict[str, Any] | None:
         raise ResultsError(f"{run_dir / folder.COST} is damaged: cost_schema_version is not a number; recompute it with `harness cost`")
     if cost is not None and cost.get("cost_schema_version", 0) > COST_SCHEMA_VERSION:
         raise ResultsError(f"{run_dir / folder.COST} is from a newer harness (cost_schema_version {cost['cost_schema_version']})")
+    problem = cost_problem(cost) if cost is not None else None
+    if problem:
+        raise ResultsError(f"{run_dir / folder.COST} is damaged: {problem}; recompute it with `harness cost`")
     return cost
+
+
+_COST_FIGURES = ("total", "serving_total", "review_total", "failed_attempts_total", "per_request", "per_1k_requests",
+                 "per_1m_output_tokens", "per_successful_task")
+_ITEM_TEXT = ("item", "unit")
+_ITEM_FIGURES = ("quantity", "unit_price", "amount", "failed_attempts")
+
+
+def _is_number(v: Any, optional: bool = True) -> bool:
+    return (optional and v is None) or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def cost_problem(cost: dict[str, Any]) -> str | None:
+    """What in a cost.json the renderers cannot read, in words (a file edited by hand)."""
+    if not isinstance(cost.get("currency"), str):
+        return "currency is not text"
+    for key in _COST_FIGURES:
+        if not _is_number(cost.get(key)):
+            return f"{key} is not a number"
+    parts = cost.get("per_successful_task_parts")
+    if not isinstance(parts, dict) or not all(_is_number(v) for v in parts.values()):
+        return "per_successful_task_parts is not an object of numbers"
+    items = cost.get("items")
+    if not isinstance(items, list) or not all(
+        isinstance(i, dict) and all(isinstance(i.get(k), str) for k in _ITEM_TEXT)
+        and all(_is_number(i.get(k), optional=False) for k in _ITEM_FIGURES) for i in items
+    ):
+        return "items is not a list of {item, quantity, unit, unit_price, amount, failed_attempts}"
+    for key in ("per_request_includes", "per_successful_task_includes"):
+        value = cost.get(key)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return f"{key} is not a list of text"
+    if not isinstance(cost.get("success_criterion"), str):
+        return "success_criterion is not text"
+    return None
 
 
 def _jsonable(v: Any) -> Any:

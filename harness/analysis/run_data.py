@@ -65,6 +65,38 @@ class RunData:
         return rates(self.summary)
 
 
+def _damaged(run_dir: Path, name: str, problem: str) -> ResultsError:
+    return ResultsError(f"{run_dir / name} is damaged: {problem}")
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """manifest.json ({} when absent): `sha256` must map names to hex digests."""
+    manifest = folder.read_json(run_dir, folder.MANIFEST) or {}
+    hashes = manifest.get("sha256", {})
+    if not isinstance(hashes, dict) or not all(isinstance(v, str) for v in hashes.values()):
+        raise _damaged(run_dir, folder.MANIFEST, "sha256 is not a mapping of file names to digests")
+    return manifest
+
+
+def read_system(run_dir: Path) -> dict[str, Any]:
+    """system.json ({} when absent): `packages` maps names to versions, `accelerators` is a list."""
+    system = folder.read_json(run_dir, folder.SYSTEM) or {}
+    if not isinstance(system.get("packages") or {}, dict):
+        raise _damaged(run_dir, folder.SYSTEM, "packages is not a mapping of package names to versions")
+    accelerators = system.get("accelerators") or []
+    if not isinstance(accelerators, list) or not all(isinstance(a, str) for a in accelerators):
+        raise _damaged(run_dir, folder.SYSTEM, "accelerators is not a list of names")
+    return system
+
+
+def read_config(run_dir: Path, *, required: bool = False) -> dict[str, Any]:
+    """run.yaml as a mapping ({} when absent and not required): `backend_options` a mapping."""
+    config = folder.read_run_config(run_dir, required=required) or {}
+    if not isinstance(config.get("backend_options") or {}, dict):
+        raise _damaged(run_dir, folder.RUN_CONFIG, "backend_options is not a mapping of options")
+    return config
+
+
 def load_run(run_dir: Path, summary: dict[str, Any] | None = None) -> RunData:
     """`summary`: one already in hand (the run just wrote it); else read from the folder."""
     summary = folder.load_summary(run_dir) if summary is None else summary
@@ -78,9 +110,9 @@ def load_run(run_dir: Path, summary: dict[str, Any] | None = None) -> RunData:
     data = RunData(
         run_dir=run_dir,
         summary=summary,
-        config=folder.read_run_config(run_dir, required=False) or {},
-        system=folder.read_json(run_dir, folder.SYSTEM) or {},
-        manifest=folder.read_json(run_dir, folder.MANIFEST) or {},
+        config=read_config(run_dir),
+        system=read_system(run_dir),
+        manifest=read_manifest(run_dir),
     )
     data.cost = read_cost(run_dir)
     if data.cost is None and data.config.get("cost"):
