@@ -80,9 +80,12 @@ def require_folder(run_dir: Path) -> None:
     """A path that is not a folder at all is bad input (exit 2); a folder whose files are
     missing or damaged is a ResultsError (exit 7)."""
     if not run_dir.exists():
-        raise OutputError(f"{run_dir} does not exist: give the folder a run wrote (results/<stamp>-<name>-<scenario>)")
+        raise OutputError(
+            f"{run_dir} is not a results folder: it does not exist; give a folder a run wrote "
+            "(results/<stamp>-<name>-<scenario>)"
+        )
     if not run_dir.is_dir():
-        raise OutputError(f"{run_dir} is a file, not a results folder")
+        raise OutputError(f"{run_dir} is not a results folder: it is a file")
 
 
 def _text(path: Path) -> str:
