@@ -22,7 +22,7 @@ def render_aggregate(data: dict[str, Any], out: Console, repeat_dir: Path) -> No
         s = data["metrics"].get(m.name)
         if not s:
             continue
-        ci = f"{s['ci95'][0]:,.4g} – {s['ci95'][1]:,.4g}" if s["ci95"] else "—"
+        ci = f"{s['ci95'][0]:,.4g} – {s['ci95'][1]:,.4g}" if s["ci95"] else _no_interval(s)
         spread = f"{s['relative_spread']:.1%}" if s["relative_spread"] is not None else "—"
         table.add_row(m.heading, f"{s['median']:,.4g}", f"{s['min']:,.4g}",
                       f"{s['max']:,.4g}", ci, spread)
@@ -30,6 +30,12 @@ def render_aggregate(data: dict[str, Any], out: Console, repeat_dir: Path) -> No
     for w in data["warnings"]:
         out.print(f"  [yellow]warning:[/] {w}", highlight=False)
     out.print(f"  [dim]{repeat_dir}[/]")
+
+
+def _no_interval(s: dict[str, Any]) -> str:
+    """The CI cell when over_runs withheld the interval: "too few runs" rather than a bound
+    below zero for a figure that cannot be negative."""
+    return "too few runs" if s["n"] > 1 else "—"
 
 
 def comparison_text(comparison: Any, fmt: str) -> str:

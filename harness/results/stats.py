@@ -14,7 +14,8 @@ array, and with unit weights what it picks on the values themselves. Inter-token
 uses it with tokens as weights.
 
 Figures over a handful of repeated runs are a different question (is a change real?), so
-they use the ordinary interpolated median and a Student-t interval (`over_runs`).
+they use the ordinary interpolated median and a Student-t interval (`over_runs`), withheld
+when it would leave the range of a figure that cannot be negative.
 """
 
 from __future__ import annotations
@@ -114,20 +115,32 @@ def median(values: Sequence[float]) -> float | None:
 
 
 def over_runs(values: list[float]) -> dict[str, Any]:
-    """Median and spread of one figure over runs; ci95 is the t interval of the mean."""
+    """Median and spread of one figure over runs; ci95 is the t interval of the mean.
+
+    A figure that cannot be negative (every value >= 0: a latency, a rate) gets no interval
+    when the t interval would reach below zero: with so few runs and so much spread the
+    normal approximation behind it does not hold, and "-0.63 – 7.92 ms" would claim a
+    negative latency is plausible. ci95 is then None and `ci95_note` says why.
+    """
     n = len(values)
     if n == 0:
         return {"n": 0, "values": [], "median": None, "min": None, "max": None, "mean": None, "stdev": None,
-                "ci95": None, "relative_spread": None}  # fmt: skip
+                "ci95": None, "ci95_note": "no runs", "relative_spread": None}  # fmt: skip
     avg = statistics.fmean(values)
     mid = statistics.median(values)
     sd = statistics.stdev(values) if n > 1 else None
     ci = None
-    if sd is not None:
+    note = None
+    if sd is None:
+        note = "one run: no interval"
+    else:
         half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * sd / math.sqrt(n)
         ci = [avg - half, avg + half]
+        if min(values) >= 0 and ci[0] < 0:
+            ci = None
+            note = f"too few runs for this spread: the t interval of the mean would go below 0 (n={n})"
     return {
         "n": n, "values": values, "median": mid, "min": min(values), "max": max(values), "mean": avg,
-        "stdev": sd, "ci95": ci,
+        "stdev": sd, "ci95": ci, "ci95_note": note,
         "relative_spread": (max(values) - min(values)) / abs(mid) if mid else None,
     }  # fmt: skip
