@@ -28,7 +28,7 @@ from harness.config import registry
 from harness.config.host import usable_cores
 from harness.config.loadgen_settings import build_test_settings, merged_conf_text
 from harness.config.run_config import RunConfig, validate_backend_options
-from harness.errors import EXIT_INTERNAL, ConfigError, HarnessError, OutputError
+from harness.errors import EXIT_INTERNAL, BackendError, ConfigError, HarnessError, OutputError
 from harness.results import folder
 
 
@@ -107,9 +107,14 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     if backend_cls.kind == "tensor":
         sample = dataset.materialize(0)
         batch = {k: v[None] for k, v in sample.items()}
-        first = backend.predict(batch)[0]
+        try:
+            first = backend.predict(batch)[0]
+            backend.warmup(batch)  # last, so a backend may reset its state after warming up
+        except HarnessError:
+            raise
+        except Exception as e:  # the backend's failure before the test: one line, not a crash
+            raise BackendError(f"the warm-up call failed before the test started: {type(e).__name__}: {e}") from e
         response_format = {"dtype": str(first.dtype), "shape": list(first.shape[1:])}
-        backend.warmup(batch)  # last, so a backend may reset its state after warming up
     else:
         # Tensor answers over the event loop (KServe v2) are scored like local ones.
         response_format = getattr(sut_factory, "response_format", None)

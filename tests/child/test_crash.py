@@ -123,3 +123,13 @@ def test_a_harness_bug_in_the_event_loop_sut_is_a_crash_too(tmp_path, monkeypatc
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "incomplete"
     records = read_records(run_dir)
     assert len(records) >= 10 and set(records.columns["status"]) == {"ok"}
+
+
+def test_a_backend_failing_its_warm_up_is_one_clear_error(tmp_path):
+    """The backend's own failure before the test is bad input about the backend (exit 2), not
+    a crash of the harness (before: an unexpected exception from the child's probe call)."""
+    from harness.errors import BackendError
+
+    config = RunConfig(backend="synthetic", scenario="Offline", min_duration_s=0.2, backend_options={"fail_every": 1})
+    with pytest.raises(BackendError, match="the warm-up call failed before the test started: RuntimeError: injected"):
+        runner.run(config, tmp_path / "results")
