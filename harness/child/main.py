@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import json
+import math
 import os
 import signal
 import socket
@@ -49,11 +50,14 @@ def resolve_workers(config: RunConfig, host_cores_backend: bool) -> tuple[int, i
 
 
 class Progress:
-    """A one-line live status on a terminal: elapsed vs min duration, queries, rate."""
+    """A one-line live status on a terminal: elapsed vs min duration, queries vs min query
+    count, and the rate. LoadGen stops once both minimums are met, so a slow run past its
+    duration says it is still waiting for queries, and how many."""
 
-    def __init__(self, min_duration_s: float | None) -> None:
+    def __init__(self, min_duration_s: float | None, min_query_count: int | None = None) -> None:
         self.enabled = sys.stderr.isatty()
         self.min_duration_s = min_duration_s
+        self.min_query_count = min_query_count
         self.start = time.monotonic()
         self._last = (self.start, 0)
 
@@ -64,9 +68,49 @@ class Progress:
         t0, n0 = self._last
         rate = (written - n0) / (now - t0) if now > t0 else 0.0
         self._last = (now, written)
-        target = f" / {self.min_duration_s:g} s min" if self.min_duration_s else ""
-        sys.stderr.write(f"\r  {now - self.start:6.1f} s{target} | {written:>9,d} samples done | {rate:>10,.0f}/s ")
+        line = self.line(now - self.start, written, rate, self.min_duration_s, self.min_query_count)
+        sys.stderr.write(f"\r{line} ")
         sys.stderr.flush()
+
+    @staticmethod
+    def rate(per_s: float) -> str:
+        """A rate to 3 significant figures (0.148, 12.3, 456), whole numbers from 1,000 up:
+        a slow LLM run's 0.148/s must not read 0/s."""
+        if per_s >= 1000:
+            return f"{per_s:,.0f}"
+        if per_s <= 0:
+            return "0"
+        return f"{per_s:.{max(0, 2 - math.floor(math.log10(per_s)))}f}"
+
+    @staticmethod
+    def line(elapsed: float, written: int, rate: float, min_duration: float | None, min_query_count: int | None) -> str:
+        """The status line, a pure function of its figures (tested without a terminal)."""
+        time_part = f"  {elapsed:6.1f} s"
+        duration_met = not min_duration or elapsed >= min_duration
+        if min_duration:
+            left = min_duration - elapsed
+            time_part += f" / {min_duration:g} s min" + (f" ({left:,.0f} s left)" if left > 0 else " met")
+        if not min_query_count:
+            count_part = f"{written:>9,d} samples done"
+        else:
+            count_part = f"{written:,d} / {min_query_count:,d} queries"
+            left_q = min_query_count - written
+            if left_q <= 0:
+                count_part += " met"
+            elif duration_met:
+                count_part += ": waiting for min_query_count"
+                if rate > 0:
+                    count_part += f", ~{Progress.duration(left_q / rate)}"
+        return f"{time_part} | {count_part} | {Progress.rate(rate):>7}/s"
+
+    @staticmethod
+    def duration(seconds: float) -> str:
+        """A remaining time in its largest sensible unit."""
+        if seconds < 120:
+            return f"{seconds:.0f} s"
+        if seconds < 7200:
+            return f"{seconds / 60:.0f} min"
+        return f"{seconds / 3600:.1f} h"
 
     def finish(self) -> None:
         if self.enabled:
@@ -120,7 +164,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         response_format = getattr(sut_factory, "response_format", None)
     warmup_s = time.perf_counter() - t0
 
-    progress = Progress(config.min_duration_s)
+    # A sample is a query in SingleStream and Server only, so only there do written samples count towards it.
+    progress = Progress(config.min_duration_s, config.min_query_count if config.scenario in ("SingleStream", "Server") else None)
     records = RecordWriter(run_dir, on_flush=progress)
     if lifeline is not None:
         lifeline.keep(records)  # a stop signal flushes what was recorded before the process ends

@@ -27,3 +27,16 @@ def test_aggregate_view_says_too_few_runs_instead_of_a_negative_bound(tmp_path: 
     render_aggregate(data, console, tmp_path)
     text = console.export_text()
     assert "too few runs" in text and "-0." not in text and "−" not in text
+
+
+def test_progress_line_shows_slow_rates_and_both_stopping_conditions():
+    from harness.child.main import Progress
+
+    line = Progress.line(12.3, 5, 0.148, 60, 100)
+    assert "0.148/s" in line and "0/s" not in line.replace("0.148/s", "")
+    assert "60 s min" in line and "48 s left" in line and "5 / 100 queries" in line
+    # Past the minimum duration, the line says LoadGen now waits for the query count.
+    late = Progress.line(75.0, 9, 0.148, 60, 24576)
+    assert "min met" in late and "waiting for min_query_count" in late and "46.1 h" in late
+    assert "met" in Progress.line(75.0, 30000, 1234.5, 60, 24576).split("|")[1]
+    assert [Progress.rate(r) for r in (0.148, 0.15, 12.34, 456.7, 1234.5)] == ["0.148", "0.150", "12.3", "457", "1,234"]
