@@ -19,7 +19,8 @@ def _fmt(b: float) -> str:
 @click.option("--layers", type=int)
 @click.option("--kv-heads", type=int, help="key/value heads (GQA: fewer than attention heads)")
 @click.option("--head-dim", type=int)
-@click.option("--dtype", type=click.Choice(["fp32", "fp16", "bf16", "fp8", "int8", "int4"]))
+@click.option("--dtype", type=click.Choice(["fp32", "fp16", "bf16", "fp8", "int8", "int4"]),
+              help="the cache's dtype [default: the config's torch_dtype, else fp16, and said so]")
 @click.option("--seq-len", type=int, required=True, help="tokens per sequence (prompt + output)")
 @click.option("--batch", type=int, default=1, show_default=True)
 @click.option("--memory-gb", type=float, help="device memory budget, 1 GB = 1e9 bytes")
@@ -29,23 +30,30 @@ def _fmt(b: float) -> str:
 def kv_cache(model_config, layers, kv_heads, head_dim, dtype, seq_len, batch, memory_gb, weights_gb, as_json) -> None:
     """KV-cache bytes per token, per sequence and per batch; max concurrent sequences."""
     from harness.errors import ConfigError
-    from harness.results.kv_cache import KvShape, estimate, from_hf_config
+    from harness.results.kv_cache import DEFAULT_DTYPE, KvShape, estimate, from_hf_config, hf_config_dtype
 
+    if dtype is not None:
+        dtype_source = f"{dtype} from --dtype"
+    elif model_config:
+        dtype, dtype_source = hf_config_dtype(model_config)
+    else:
+        dtype, dtype_source = DEFAULT_DTYPE, f"{DEFAULT_DTYPE} by default; pass --dtype for the dtype the model runs in"
     if model_config:
         shape = from_hf_config(model_config, dtype)
     elif None in (layers, kv_heads, head_dim):
         raise ConfigError("kv-cache: give --model-config, or all of --layers, --kv-heads and --head-dim")
     else:
-        shape = KvShape(layers, kv_heads, head_dim, dtype or "fp16")
+        shape = KvShape(layers, kv_heads, head_dim, dtype)
     est = estimate(shape, seq_len, batch, memory_gb, weights_gb)
     if as_json:
-        console.print_json(json.dumps(est.to_dict()))
+        console.print_json(json.dumps({**est.to_dict(), "dtype_source": dtype_source}))
         return
     s = est.shape
     console.print(
         f"KV cache: 2 × {s['layers']} layers × {s['kv_heads']} kv heads × {s['head_dim']} head dim × "
         f"{est.bytes_per_token / (2 * s['layers'] * s['kv_heads'] * s['head_dim']):g} bytes ({s['dtype']})"
     )
+    console.print(f"  dtype              {dtype_source}", highlight=False)
     console.print(f"  per token          {est.bytes_per_token:,.0f} bytes")
     console.print(f"  per sequence       {_fmt(est.bytes_per_sequence)} at {seq_len:,} tokens")
     console.print(f"  batch of {batch:<9,d} {_fmt(est.bytes_for_batch)}")

@@ -5,6 +5,7 @@ Each function returns (header, rows); a renderer only decides how a table looks.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from harness.results import metrics
@@ -33,6 +34,18 @@ def ms(v: float | None) -> str:
 
 def num(v: float | None, digits: int = 1) -> str:
     return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def rate(v: float | None) -> str:
+    """A rate to 3 significant figures (0.148, 12.3, 457), whole numbers from 1,000 up: one
+    decimal would print a 0.15/s target and LoadGen's 0.14 alike as 0.1."""
+    if v is None:
+        return "—"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if v == 0:
+        return "0"
+    return f"{v:.{max(0, 2 - math.floor(math.log10(abs(v))))}f}"
 
 
 def pct(v: float | None) -> str:
@@ -67,7 +80,7 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     lines = [f"{verdict(summary)} · {run['scenario']} {run['mode']} · {run['backend']} · {run['name']}"]
     if summary.get("status") != "complete":
         lines.append(f"INCOMPLETE: {summary.get('incomplete_reason')}")
-    speed = f"throughput {num(lg.get('throughput_per_s'))}/s (LoadGen), {num(ours.get('throughput_per_s'))}/s succeeded (harness)"
+    speed = f"throughput {rate(lg.get('throughput_per_s'))}/s (LoadGen), {rate(ours.get('throughput_per_s'))}/s succeeded (harness)"
     # The same figure `harness compare` calls latency_p99: per query in MultiStream, as LoadGen's.
     lat = metrics.from_summary(summary)["latency_p99"]
     if run["scenario"] != "Offline" and lat is not None:
@@ -112,11 +125,11 @@ def setup_line(summary: dict[str, Any]) -> str | None:
 
 def throughput_table(summary: dict[str, Any]) -> Table:
     ours, lg, agree = summary["harness"], summary["loadgen"], summary.get("agreement") or {}
-    rows = [["throughput (samples/s)", num(lg.get("throughput_per_s")), num(ours.get("throughput_per_s"))]]
+    rows = [["throughput (samples/s)", rate(lg.get("throughput_per_s")), rate(ours.get("throughput_per_s"))]]
     if agree.get("throughput") is not None:
         rows.append(["harness / LoadGen", "", f"{agree['throughput']:.4f}"])
     if lg.get("scheduled_samples_per_s") is not None:
-        rows.append(["scheduled by LoadGen (samples/s)", num(lg["scheduled_samples_per_s"]), ""])
+        rows.append(["scheduled by LoadGen (samples/s)", rate(lg["scheduled_samples_per_s"]), ""])
     if lg.get("query_count") is not None or ours.get("samples"):
         # LoadGen counts queries (Offline: one query of many samples), the harness samples.
         rows.append(["queries (LoadGen) / samples (harness)", num(lg.get("query_count"), 0), num(ours.get("samples"), 0)])
@@ -191,10 +204,10 @@ def breakdown_table(bd: dict[str, Any]) -> Table:
 
 def rate_table(r: dict[str, Any]) -> Table:
     rows = [
-        ["target (samples/s)", num(r["target_per_s"])],
-        ["offered by LoadGen (samples/s)", num(r["offered_per_s"])],
-        ["completed (samples/s)", num(r["completed_per_s"])],
-        ["succeeded (samples/s)", num(r["succeeded_per_s"])],
+        ["target (samples/s)", rate(r["target_per_s"])],
+        ["offered by LoadGen (samples/s)", rate(r["offered_per_s"])],
+        ["completed (samples/s)", rate(r["completed_per_s"])],
+        ["succeeded (samples/s)", rate(r["succeeded_per_s"])],
     ]
     if r["achieved_ratio"] is not None:
         rows.append(["completed / target", pct(r["achieved_ratio"])])

@@ -63,8 +63,34 @@ def from_hf_config(path: Path, dtype: str | None = None) -> KvShape:
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head_dim = int(cfg.get("head_dim") or cfg["hidden_size"] // heads)
     if dtype is None:
-        dtype = _TORCH_DTYPES.get(str(cfg.get("torch_dtype", "float16")), "fp16")
+        dtype, _ = config_dtype(cfg)
     return KvShape(layers, kv_heads, head_dim, dtype)
+
+
+DEFAULT_DTYPE = "fp16"
+
+
+def config_dtype(cfg: dict[str, Any]) -> tuple[str, str]:
+    """The cache's dtype from a Hugging Face config (`torch_dtype`, or `dtype` in newer
+    transformers) and where it came from, so a default is never silent: a model run in
+    fp32 has twice the cache an fp16 guess says."""
+    cfg = cfg.get("text_config", cfg)
+    raw = cfg.get("torch_dtype") or cfg.get("dtype")
+    if raw is None:
+        return DEFAULT_DTYPE, f"{DEFAULT_DTYPE} by default: the config has no torch_dtype; pass --dtype for the dtype the model runs in"
+    known = _TORCH_DTYPES.get(str(raw))
+    if known is None:
+        return DEFAULT_DTYPE, f"{DEFAULT_DTYPE} by default: the config's torch_dtype {raw!r} is not one of {', '.join(_TORCH_DTYPES)}; pass --dtype"
+    return known, f"{known} from the config's torch_dtype {raw!r}"
+
+
+def hf_config_dtype(path: Path) -> tuple[str, str]:
+    """`config_dtype` of a config.json file."""
+    try:
+        cfg = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(f"cannot read model config {path}: {e}") from e
+    return config_dtype(cfg)
 
 
 @dataclass(frozen=True)

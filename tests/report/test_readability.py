@@ -40,3 +40,14 @@ def test_progress_line_shows_slow_rates_and_both_stopping_conditions():
     assert "min met" in late and "waiting for min_query_count" in late and "46.1 h" in late
     assert "met" in Progress.line(75.0, 30000, 1234.5, 60, 24576).split("|")[1]
     assert [Progress.rate(r) for r in (0.148, 0.15, 12.34, 456.7, 1234.5)] == ["0.148", "0.150", "12.3", "457", "1,234"]
+
+
+def test_low_rates_keep_three_significant_figures():
+    from harness.report import figures as fig
+
+    rows = dict(fig.rate_table({"target_per_s": 0.15, "offered_per_s": 0.14, "completed_per_s": 0.148,
+                                "succeeded_per_s": 1234.5, "achieved_ratio": None})[1])  # fmt: skip
+    assert rows["target (samples/s)"] == "0.150"
+    assert rows["offered by LoadGen (samples/s)"] == "0.140" and rows["completed (samples/s)"] == "0.148"
+    assert rows["succeeded (samples/s)"] == "1,234"
+    assert [fig.rate(v) for v in (None, 0.0, 12.34, 456.7)] == ["—", "0", "12.3", "457"]
