@@ -43,7 +43,8 @@ from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from backends.base import (
     BackendDescription,
@@ -77,6 +78,7 @@ from harness.errors import (
 )
 
 Protocol = Literal["kserve-v2", "json", "openai-completions", "openai-chat"]
+PROTOCOLS: tuple[str, ...] = Protocol.__args__
 
 # --- credentials never come from the options, and a refused one is never echoed -----------
 # A header or query parameter whose name says it carries a credential is refused: its value
@@ -164,7 +166,7 @@ EnvNames = Annotated[dict[str, str], AfterValidator(_check_env_names), BeforeVal
 
 
 class HttpOptions(StreamingOptions):
-    protocol: Protocol = Field(description="wire protocol of the server")
+    protocol: Protocol = Field(description=f"wire protocol of the server: {', '.join(PROTOCOLS)}")
     url: Url = Field(description="base URL: http://host:port for kserve-v2, .../v1 for OpenAI, the endpoint for json")
     model_name: str | None = Field(None, description="model name sent to (or served by) the server")
     stream: bool = Field(True, description="OpenAI protocols: stream the answer as SSE")
@@ -198,6 +200,15 @@ class HttpOptions(StreamingOptions):
     )
     warmup_requests: int = Field(1, ge=0, description="requests sent at once before the timed test (opens as many pooled connections)")
     check_server: bool = Field(True, description="query the server's model metadata at load")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_given(cls, data: Any) -> Any:
+        # pydantic's bare "Field required" would not say what to write
+        if isinstance(data, dict) and "protocol" not in data:
+            error = PydanticCustomError("missing", "Field required: set protocol to one of {names}", {"names": ", ".join(PROTOCOLS)})
+            raise ValidationError.from_exception_data(cls.__name__, [InitErrorDetails(type=error, loc=("protocol",), input=data)])
+        return data
 
     @model_validator(mode="after")
     def _protocol_needs(self) -> HttpOptions:
@@ -310,6 +321,12 @@ class HttpBackend(StreamingBackend):
         if o.check_server and o.protocol != "json":
             asyncio.run(self._query_server())
 
+    def _v1_hint(self, status: int) -> str:
+        """An OpenAI server serves under /v1; a 404 from a base URL without it is most likely that."""
+        if status != 404 or not self.options.protocol.startswith("openai") or self._base.rstrip("/").endswith("/v1"):
+            return ""
+        return f" (OpenAI servers serve under /v1: try url={_public(self._base)}/v1)"
+
     def _with_query(self, path: str) -> str:
         return path + ("&" if "?" in path else "?") + self._query if self._query else path
 
@@ -330,7 +347,9 @@ class HttpBackend(StreamingBackend):
             finally:
                 r.release()
             if r.status >= 400:
-                raise BackendError(f"server at {_public(url)} answered {r.status}: {self._redact.excerpt(text)}")
+                raise BackendError(
+                    f"server at {_public(url)} answered {r.status}{self._v1_hint(r.status)}: {self._redact.excerpt(text)}"
+                )
             meta = json.loads(text)
         except (ClientError, asyncio.TimeoutError, json.JSONDecodeError) as e:
             raise BackendError(
@@ -448,7 +467,8 @@ class HttpBackend(StreamingBackend):
                         resp.release()
                     if resp.headers.get("content-encoding", "identity").lower() != "identity":
                         text = f"({resp.headers['content-encoding']}-encoded body not shown)"
-                    failure = RequestFailed(f"http_{status}", excerpt(text))
+                    hint = self._v1_hint(status).strip()
+                    failure = RequestFailed(f"http_{status}", excerpt(f"{hint} {text}" if hint else text))
                     retryable = status in o.retry_statuses
             except ConnectError as e:
                 failure, retryable = RequestFailed("connect", excerpt(str(e))), True

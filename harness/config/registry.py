@@ -44,11 +44,29 @@ def names() -> list[str]:
     return sorted(_entry_points())
 
 
+#: names other tools give what the http backend speaks, and the protocol that serves it
+_HTTP_ALIASES = {
+    "openai": "openai-chat", "openai-chat": "openai-chat", "chat": "openai-chat", "vllm": "openai-chat",
+    "sglang": "openai-chat", "tgi": "openai-chat", "llama.cpp": "openai-chat", "llamacpp": "openai-chat",
+    "ollama": "openai-chat", "openai-completions": "openai-completions", "completions": "openai-completions",
+    "kserve": "kserve-v2", "kserve-v2": "kserve-v2", "triton": "kserve-v2", "v2": "kserve-v2",
+}  # fmt: skip
+
+
+def _served_by_http(name: str) -> str:
+    """A hint for a name from another tool that is a server, not a backend, here."""
+    protocol = _HTTP_ALIASES.get(name.lower())
+    if protocol is None:
+        return ""
+    url = "http://host:port" if protocol == "kserve-v2" else "http://host:port/v1"
+    return f". A {name} server is reached with --backend http --set protocol={protocol} --set url={url}"
+
+
 def info(name: str) -> BackendInfo:
     eps = _entry_points()
     if name not in eps:
         known = ", ".join(sorted(eps)) or "none (is the package installed with `pip install -e .`?)"
-        raise BackendError(f"unknown backend {name!r}; installed backends: {known}")
+        raise BackendError(f"unknown backend {name!r}; installed backends: {known}{_served_by_http(name)}")
     ep = eps[name]
     try:
         cls = ep.load()

@@ -24,3 +24,48 @@ def test_kv_cache_takes_the_dtype_from_the_config_or_says_which_default(tmp_path
     assert "(fp16)" in bare.output and "by default" in bare.output and "--dtype" in bare.output
     js = invoke("kv-cache", "--model-config", str(tmp_path / "bare.json"), "--seq-len", "100", "--json")
     assert "by default" in json.loads(js.output)["dtype_source"]
+
+
+# --- error messages with a path to the fix (#16 item 12) -----------------------------------
+
+
+def test_an_openai_url_without_v1_gets_a_hint_on_404():
+    import pytest
+    from aiohttp import web
+
+    from backends.base import LoadContext
+    from backends.http import HttpBackend, HttpOptions
+    from harness.errors import BackendError
+    from tests.support.http_servers import ServerThread
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": []})
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    ctx = LoadContext(None, 1, "Offline")
+    with ServerThread(app) as srv:
+        with pytest.raises(BackendError, match=r"404 \(OpenAI servers serve under /v1: try url=http://127\.0\.0\.1:\d+/v1\)"):
+            HttpBackend(HttpOptions(protocol="openai-chat", url=srv.url)).load(ctx)
+        HttpBackend(HttpOptions(protocol="openai-chat", url=srv.url + "/v1")).load(ctx)  # the fix works
+        backend = HttpBackend(HttpOptions(protocol="openai-chat", url=srv.url + "/v1", check_server=False))
+        backend.load(ctx)
+        assert backend._v1_hint(404) == ""  # with /v1 already there, a 404 is something else
+
+
+def test_a_missing_protocol_lists_the_four():
+    out = invoke("run", "--backend", "http", "--set", "url=http://127.0.0.1:9/v1")
+    assert out.exit_code == 2
+    assert all(p in out.output for p in ("kserve-v2", "json", "openai-completions", "openai-chat"))
+
+
+def test_a_server_name_as_backend_points_at_the_http_backend():
+    for name in ("openai", "vllm", "openai-chat"):
+        out = invoke("run", "--backend", name)
+        assert out.exit_code == 2 and "--backend http --set protocol=openai-chat" in out.output, out.output
+
+
+def test_a_folder_that_is_no_results_folder_says_so(tmp_path: Path):
+    out = invoke("report", str(tmp_path))
+    assert out.exit_code == 2 and "is not a results folder" in out.output
+    assert "did not finish" not in out.output
