@@ -99,33 +99,30 @@ def _text(path: Path) -> str:
 
 def read_json(run_dir: Path, name: str, *, required: bool = False) -> dict[str, Any] | None:
     """A JSON object file of the folder; `None` when absent and not required."""
-    path = run_dir / name
-    if not path.is_file():
-        if required:
-            raise ResultsError(f"{run_dir} has no {name}")
-        return None
-    try:
-        data = json.loads(_text(path))
-    except json.JSONDecodeError as e:
-        raise ResultsError(f"{path} is damaged: not valid JSON (line {e.lineno}: {e.msg})") from e
-    if not isinstance(data, dict):
-        raise ResultsError(f"{path} is damaged: a JSON {type(data).__name__}, not an object")
-    return data
+    return _read_mapping(run_dir, name, required, json.loads, json.JSONDecodeError, "JSON", "an object")
 
 
 def read_run_config(run_dir: Path, *, required: bool = True) -> dict[str, Any] | None:
     """run.yaml as a mapping (validate it with RunConfig where it must still be runnable)."""
-    path = run_dir / RUN_CONFIG
+    return _read_mapping(run_dir, RUN_CONFIG, required, yaml.safe_load, yaml.YAMLError, "YAML", "a mapping of settings")
+
+
+def _read_mapping(
+    run_dir: Path, name: str, required: bool, parse: Any, parse_error: type[Exception], fmt: str, shape: str
+) -> dict[str, Any] | None:
+    path = run_dir / name
     if not path.is_file():
         if required:
-            raise ResultsError(f"{run_dir} has no {RUN_CONFIG}: not a results folder")
+            why = ": not a results folder" if name == RUN_CONFIG else ""
+            raise ResultsError(f"{run_dir} has no {name}{why}")
         return None
     try:
-        data = yaml.safe_load(_text(path))
-    except yaml.YAMLError as e:
-        raise ResultsError(f"{path} is damaged: not valid YAML ({str(e).splitlines()[0]})") from e
+        data = parse(_text(path))
+    except parse_error as e:
+        where = f"line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else str(e).splitlines()[0]
+        raise ResultsError(f"{path} is damaged: not valid {fmt} ({where})") from e
     if not isinstance(data, dict):
-        raise ResultsError(f"{path} is damaged: a YAML {type(data).__name__}, not a mapping of settings")
+        raise ResultsError(f"{path} is damaged: a {fmt} {type(data).__name__}, not {shape}")
     return data
 
 
