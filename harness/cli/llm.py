@@ -14,7 +14,7 @@ def _fmt(b: float) -> str:
     return f"{b / 1e9:,.3f} GB ({b / 2**30:,.3f} GiB)" if b >= 1e6 else f"{b / 1e3:,.1f} kB"
 
 
-@click.command("kv-cache")
+@click.command("kv-cache", short_help="KV-cache memory per token, sequence and batch; what fits.")
 @click.option("--model-config", type=click.Path(path_type=Path), help="a Hugging Face config.json")
 @click.option("--layers", type=int)
 @click.option("--kv-heads", type=int, help="key/value heads (GQA: fewer than attention heads)")

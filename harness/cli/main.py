@@ -10,8 +10,25 @@ from harness.cli.pytorch import export_onnx, parity
 from harness.cli.repro import audit, check, compare, rerun, submission
 from harness.cli.run import backends, cost, report, run
 
+EXAMPLES = """\b
+Examples:
+  harness run                       the embedded demo (digits, ONNX Runtime)
+  harness run --backend onnxruntime --model model.onnx --scenario Offline
+  harness run -c scenarios/server.yaml --backend onnxruntime \\
+      --model model.onnx --set target_qps=500
+  harness run --backend http --set protocol=openai-chat \\
+      --set url=http://127.0.0.1:8000/v1 --set model_name=MODEL \\
+      --dataset synthetic:isl=128,osl=64 --scenario Server \\
+      --set target_qps=2
+  harness backends                  backends, their options and defaults
+  harness report results/RUN        a finished run again, from its folder
+  harness compare base/ cand/ --fail-if "latency_p99 > +10%"
 
-@click.group()
+Each command's --help lists its options; docs/configuration.md, every setting.
+"""
+
+
+@click.group(epilog=EXAMPLES)
 @click.option("--debug", is_flag=True, help="show tracebacks (the child's too, when a run failed in it)")
 @click.version_option(package_name="loadgen-harness")
 def main(debug: bool) -> None:

@@ -20,7 +20,7 @@ def _options(items: tuple[str, ...]) -> dict[str, Any]:
     return dict(parse_override(item) for item in items)
 
 
-@click.command()
+@click.command(short_help="Two backends on the same samples: do their outputs agree?")
 @click.option("--model-a", help="model of side A (the reference)")
 @click.option("--backend-a", default="onnxruntime", show_default=True)
 @click.option("--set-a", "set_a", multiple=True, metavar="KEY=VALUE", help="a backend option of side A")
@@ -80,7 +80,7 @@ def _shape(text: str | None) -> tuple[int, ...] | None:
         raise ConfigError(f"--input-shape {text!r}: expected integers like 3,224,224 (one sample, no batch dim)") from e
 
 
-@click.command("export-onnx")
+@click.command("export-onnx", short_help="Export a PyTorch model to ONNX and check it under onnxruntime.")
 @click.argument("model")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="the .onnx file to write")
 @click.option("--weights", help="state_dict file for a module:function model")

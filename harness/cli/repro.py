@@ -24,7 +24,7 @@ def _print_comparison(comparison: Any, fmt: str) -> None:
         click.echo(comparison_text(comparison, fmt), nl=False)
 
 
-@click.command()
+@click.command(short_help="Is a results folder complete, untouched, valid, re-runnable?")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
 @click.option("--no-dataset", is_flag=True, help="skip rebuilding the dataset to verify its sha256 (it loads the model)")
@@ -47,7 +47,7 @@ def check(run_dir: Path, as_json: bool, no_dataset: bool) -> None:
     sys.exit(max(r.exit_code for r in results))
 
 
-@click.command()
+@click.command(short_help="Runs side by side: ratios to the first and a noise-aware gate.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--fail-if", "rules", multiple=True, metavar="RULE",
               help='e.g. "throughput < -5%", "latency_p99 > +10%", "success_rate < -0.5pt"; exit 1 when one fires')
@@ -64,7 +64,7 @@ def compare(paths: tuple[Path, ...], rules: tuple[str, ...], expect: tuple[str, 
     sys.exit(1 if comparison.failed else 0)
 
 
-@click.command()
+@click.command(short_help="Run a folder's config again and compare the two runs.")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--output-dir", type=click.Path(path_type=Path), help="default: beside RUN_DIR")
 @click.option("--fail-if", "rules", multiple=True, metavar="RULE", help="as for compare")
@@ -90,7 +90,7 @@ def rerun(run_dir: Path, output_dir: Path | None, rules: tuple[str, ...], fmt: s
     sys.exit(1 if comparison.failed else 0)
 
 
-@click.command()
+@click.command(short_help="Results folders -> MLPerf submission layout, rules checked.")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--org", required=True, help="submitting organisation")
 @click.option("--division", required=True, type=click.Choice(["closed", "open", "network"]))
@@ -110,7 +110,7 @@ def submission(run_dirs: tuple[Path, ...], org: str, division: str, system_desc:
     console.print(f"wrote {len(result.files)} files under {result.root} · {state}", highlight=False)
 
 
-@click.command()
+@click.command(short_help="LoadGen's compliance audit TEST01 or TEST04 of a run config.")
 @click.argument("test", type=click.Choice(["TEST01", "TEST04"]))
 @click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML")
 @click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]))

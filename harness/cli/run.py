@@ -37,17 +37,24 @@ def _stop_signals_noted() -> Iterator[list[str]]:
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
 
 
-@click.command()
+@click.command(short_help="Run one LoadGen test (no arguments: the embedded demo).")
 @click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML")
-@click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]))
-@click.option("--mode", type=click.Choice(["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]))
-@click.option("--backend")
-@click.option("--model")
+@click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]),
+              help="LoadGen scenario [default: the config's, else Offline]")
+@click.option("--mode", type=click.Choice(["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]),
+              help="LoadGen test mode [default: PerformanceOnly]")
+@click.option("--backend", help="onnxruntime (the default), pytorch, pytorch-llm, http, synthetic "
+              "(`harness backends`: them and their options)")
+@click.option("--model", help="what the backend loads: model.onnx, module:function, a TorchScript/.pt2 file, "
+              "a Hugging Face id or folder (the http backend needs none)")
 @click.option("--weights", type=click.Path(path_type=Path), help="state_dict file for a module:function model (the backend's `weights` option)")
-@click.option("--dataset", help="synthetic[:n=N,seed=S] | digits | DIR of .npy/.npz")
-@click.option("--name")
-@click.option("--mlperf-conf", type=click.Path(path_type=Path))
-@click.option("--user-conf", type=click.Path(path_type=Path))
+@click.option("--dataset", help="tensors: synthetic[:n=N,seed=S] | digits | DIR of .npy/.npz; "
+              "prompts: prompts.jsonl | sharegpt:FILE | synthetic:isl=..,osl=.. (docs/llm.md)")
+@click.option("--name", help="run name, part of the results folder's name")
+@click.option("--mlperf-conf", type=click.Path(path_type=Path),
+              help="an mlperf.conf whose values override the one LoadGen has compiled in (rarely needed)")
+@click.option("--user-conf", type=click.Path(path_type=Path),
+              help="user.conf: your settings per benchmark and scenario (LoadGen applies its own mlperf.conf first)")
 @click.option("--benchmark", help="model name the conf files are keyed by (e.g. resnet50)")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="any run or backend setting")
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
@@ -149,7 +156,7 @@ def _run_all(configs: list[Any], sheet: Any, output_dir: Path, repeat: int, as_j
     return worst
 
 
-@click.command()
+@click.command(short_help="Report a finished run from its results folder alone.")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option(
     "--format", "fmt", type=click.Choice(["terminal", "md", "html", "json", "csv", "jsonl"]), default="terminal",
@@ -175,7 +182,7 @@ def report(run_dir: Path, fmt: str, output: Path | None) -> None:
         err_console.print(f"wrote {output}", highlight=False)
 
 
-@click.command()
+@click.command(short_help="Price a finished run with a price sheet (writes cost.json).")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--cost", "cost_file", type=click.Path(path_type=Path), required=True, help="price sheet YAML")
 @click.option("--json", "as_json", is_flag=True, help="print cost.json instead of the tables")
@@ -199,17 +206,18 @@ def cost(run_dir: Path, cost_file: Path, as_json: bool) -> None:
     console.print(f"  [dim]{path}[/]")
 
 
-@click.command()
+@click.command(short_help="Installed backends, whether they run here, and their options.")
+@click.argument("name", required=False)
 @handle_errors
-def backends() -> None:
-    """Installed backends, their options, and whether they can run here."""
+def backends(name: str | None) -> None:
+    """Installed backends, whether they can run here, and each one's options (`--set KEY=VALUE`)
+    with its default, or "required", and what it does. NAME shows one backend."""
     from rich.table import Table
 
     from harness.config import registry
 
-    table = Table("backend", "available", "options", "entry point")
-    for name in registry.names():
-        bi = registry.info(name)
+    for backend in [name] if name else registry.names():
+        bi = registry.info(backend)  # an unknown NAME: the registry's error, listing the known ones
         if bi.available and bi.cls is not None:
             avail = "[green]yes[/]"
         elif bi.cls is not None and bi.missing:
@@ -217,9 +225,30 @@ def backends() -> None:
             avail = f"[red]no[/]: needs {', '.join(bi.missing)} — {escape(hint)}"
         else:
             avail = f"[red]no[/]: {escape(bi.error)}"
-        opts = ""
-        if bi.cls is not None:
-            fields = bi.cls.Options.model_fields
-            opts = ", ".join(f"{k}={f.default!r}" if f.default_factory is None else k for k, f in fields.items())
-        table.add_row(name, avail, opts, bi.target)
-    console.print(table)
+        console.print(f"[bold]{backend}[/] · available: {avail} · [dim]{escape(bi.target)}[/]", soft_wrap=True)
+        if bi.cls is None:
+            continue
+        table = Table("option", "default", "", box=None, padding=(0, 1, 0, 2), header_style="dim", show_header=False)
+        for key, field in bi.cls.Options.model_fields.items():
+            table.add_row(key, _default_text(field), escape(_description(field)))
+        console.print(table)
+        console.print()
+
+
+def _description(field: Any) -> str:
+    """The option's description, and its choices when it takes a fixed few the text does not name."""
+    from typing import Literal, get_args, get_origin
+
+    text = field.description or ""
+    choices = [str(c) for c in get_args(field.annotation)] if get_origin(field.annotation) is Literal else []
+    if choices and not all(c in text for c in choices):
+        text = (text + "; " if text else "") + "one of " + ", ".join(choices)
+    return text
+
+
+def _default_text(field: Any) -> str:
+    """An option's default as `--set` would write it, or "required" (never pydantic's sentinel)."""
+    if field.is_required():
+        return "[bold]required[/]"
+    value = field.default_factory() if field.default_factory is not None else field.default
+    return escape(value if isinstance(value, str) else json.dumps(value) if value is not None else "none")

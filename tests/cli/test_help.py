@@ -69,3 +69,34 @@ def test_a_folder_that_is_no_results_folder_says_so(tmp_path: Path):
     out = invoke("report", str(tmp_path))
     assert out.exit_code == 2 and "is not a results folder" in out.output
     assert "did not finish" not in out.output
+
+
+# --- help texts (#16 item 11) ----------------------------------------------------------------
+
+
+def test_group_help_has_examples_and_uncut_short_helps():
+    out = invoke("--help").output
+    assert "Examples:" in out and "harness run --backend onnxruntime --model model.onnx" in out
+    commands = out.split("Commands:")[1].split("Examples:")[0]
+    assert "..." not in commands
+    assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_run_options_have_help_and_the_dataset_syntax():
+    from harness.cli.run import run
+
+    helps = {o: p.help for p in run.params for o in p.opts}
+    for option in ("--backend", "--model", "--scenario", "--mode", "--mlperf-conf", "--user-conf"):
+        assert helps[option], option
+    out = invoke("run", "--help").output
+    flat = " ".join(out.split())
+    assert "prompts.jsonl" in flat and "sharegpt:FILE" in flat and "synthetic:isl=..,osl=.." in flat
+
+
+def test_backends_shows_required_options_and_descriptions():
+    out = invoke("backends").output
+    assert "PydanticUndefined" not in out
+    protocol = next(x for x in out.splitlines() if x.strip().startswith("protocol "))
+    assert "required" in protocol and "wire protocol" in protocol
+    assert "longest silence between two reads" in " ".join(out.split())
+    assert all(len(line) <= 80 for line in out.splitlines())
