@@ -100,3 +100,24 @@ def test_backends_shows_required_options_and_descriptions():
     assert "required" in protocol and "wire protocol" in protocol
     assert "longest silence between two reads" in " ".join(out.split())
     assert all(len(line) <= 80 for line in out.splitlines())
+
+
+# --- README examples (#16 item 14) -----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_parity_example_passes_the_weights_the_onnx_file_was_exported_with():
+    readme = (ROOT / "README.md").read_text()
+    export = next(x for x in readme.splitlines() if x.startswith("harness export-onnx"))
+    parity = next(x for x in readme.splitlines() if x.startswith("harness parity"))
+    assert "--weights w.pt" in export and "--out model.onnx" in export
+    assert "--model-a model.onnx" in parity and "--set-b weights=w.pt" in parity
+
+
+def test_mlperf_conf_is_explained_not_assumed():
+    readme = (ROOT / "README.md").read_text()
+    assert "--mlperf-conf mlperf.conf" not in readme and "compiled in" in readme
+    from harness.config.reference import HEADER
+
+    assert "You need no mlperf.conf file" in HEADER and "compiled in" in HEADER
