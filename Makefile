@@ -27,6 +27,7 @@ test: install-test
 
 bench: install-test
 	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_instructions.py --scenarios Offline  # ~10 min under valgrind
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -5,8 +5,8 @@ Usage: python benchmarks/raw_loadgen.py SCENARIO VALUE OUTDIR [inline|queue]
 SingleStream, which the inline callback waits the way the synthetic backend does: sleep,
 then spin the last 0.3 ms). Prints one JSON line.
 One LoadGen test per process, like the harness. BENCH_COALESCE=1 sets LoadGen's
-server_coalesce_queries (BENCH_MIN_DURATION_S, BENCH_TARGET_LATENCY_MS: the test's length
-and the Server latency bound).
+server_coalesce_queries (BENCH_MIN_DURATION_S, BENCH_MIN_QUERY_COUNT, BENCH_TARGET_LATENCY_MS:
+the test's length, its least query count and the Server latency bound).
 
 inline (default): the issue callback completes every sample itself.
 queue: the least a SUT whose issue callback only enqueues can do: a deque and one thread
@@ -80,7 +80,7 @@ def main() -> None:
     ts.scenario = getattr(lg.TestScenario, scenario)
     ts.mode = lg.TestMode.PerformanceOnly
     ts.min_duration_ms = int(float(os.environ.get("BENCH_MIN_DURATION_S", "2")) * 1000)
-    ts.min_query_count = 1000
+    ts.min_query_count = int(os.environ.get("BENCH_MIN_QUERY_COUNT", "1000"))
     if scenario == "Server":
         ts.server_target_qps = value
         ts.server_target_latency_ns = int(float(os.environ.get("BENCH_TARGET_LATENCY_MS", "10")) * 1e6)
