@@ -23,6 +23,9 @@ refuses a 3xx and a Content-Encoding); inference servers do not need them.
 Errors: `ConnectError` (no connection: refused, DNS, TLS), `Disconnected` (closed before
 the response headers), `PayloadError` (the body broke off or is not HTTP), and
 `asyncio.TimeoutError` with what timed out.
+
+Just over 400 lines: the protocol (parsing, framing) and the pool (first come, first
+served, deadlines) share the connection's state and each response's hot path.
 """
 
 from __future__ import annotations
