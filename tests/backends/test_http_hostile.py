@@ -147,21 +147,23 @@ def test_informational_answers_are_skipped_and_each_request_gets_its_own_answer(
     assert asyncio.run(main()) == [(200, b"answer 1", None), (200, b"answer 2", None), (200, b"answer 3", None)]
 
 
+async def one_request(handle: Any) -> list[Chunk] | RequestFailed:
+    """One request of a fresh backend against a raw server running `handle`."""
+    async with RawServer(handle) as url:
+        b = backend(url)
+        try:
+            return await outcome(b)
+        finally:
+            await b.aclose()
+
+
 def test_a_redirect_is_a_failure_that_names_its_location():
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(reply("302 Found", b"moved", "Location: https://elsewhere.example/v1/chat/completions"))
         await writer.drain()
 
-    async def main() -> Any:
-        async with RawServer(handle) as url:
-            b = backend(url)
-            try:
-                return await outcome(b)
-            finally:
-                await b.aclose()
-
-    failure = asyncio.run(main())
+    failure = asyncio.run(one_request(handle))
     assert isinstance(failure, RequestFailed) and failure.reason == "http_3xx"
     assert "302" in failure.detail and "https://elsewhere.example/v1/chat/completions" in failure.detail
 
@@ -178,15 +180,7 @@ def test_a_compressed_body_is_a_failure_named_for_its_encoding():
         writer.write(reply("200 OK", body, "Content-Type: text/event-stream", "Content-Encoding: gzip"))
         await writer.drain()
 
-    async def main() -> Any:
-        async with RawServer(handle) as url:
-            b = backend(url)
-            try:
-                return await outcome(b)
-            finally:
-                await b.aclose()
-
-    failure = asyncio.run(main())
+    failure = asyncio.run(one_request(handle))
     assert isinstance(failure, RequestFailed) and failure.reason == "unsupported_encoding"
     assert "gzip" in failure.detail
     assert b"accept-encoding" not in heads[0].lower()  # the client asks for no compression
