@@ -16,6 +16,7 @@ from aiohttp import web
 
 from backends.http_client import ConnectError, Disconnected, HttpClient, PayloadError
 from tests.support.http_servers import ServerThread
+from tests.support.raw_server import RawServer
 
 
 class Peers:
@@ -118,20 +119,6 @@ def test_a_request_the_server_drops_on_a_reused_connection_goes_out_once_more():
 
     assert run(main) == ([b"answer 1", b"answer 2", b"answer 3"], 2)
     assert len(connections) == 3
-
-
-class RawServer:
-    """A raw asyncio server whose connection handler writes exactly what a test needs."""
-
-    def __init__(self, handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]) -> None:
-        self.handle = handle
-
-    async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.server.close()
 
 
 async def read_request(reader: asyncio.StreamReader) -> None:

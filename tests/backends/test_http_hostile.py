@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -34,25 +33,9 @@ from harness.config.run_config import RunConfig
 from harness.errors import ConfigError, RequestFailed
 from harness.results.records import read_records
 from harness.run import runner
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
+from tests.support.raw_server import Handler, RawServer
 
 # --- raw servers ---------------------------------------------------------------------------
-
-
-class RawServer:
-    """A raw asyncio server on the test's own loop."""
-
-    def __init__(self, handle: Handler) -> None:
-        self.handle = handle
-
-    async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.server.close()
 
 
 class RawServerThread:
