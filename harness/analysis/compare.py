@@ -238,6 +238,18 @@ class Comparison:
     def failed(self) -> bool:
         return any(r.fired for r in self.rules) or bool(self.unexpected)
 
+    @property
+    def outcome(self) -> str:
+        """The gate's answer in one line, the first thing a reader sees."""
+        fired = [r for r in self.rules if r.fired]
+        if fired:
+            return f"FAIL: {len(fired)} of {len(self.rules)} rules fired ({', '.join(r.rule.text for r in fired)})"
+        if self.unexpected:
+            return f"FAIL: differences outside --expect ({', '.join(self.unexpected)})"
+        if self.rules:
+            return f"PASS: none of {len(self.rules)} rules fired"
+        return "no --fail-if rule given: figures only"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "sides": [{"path": str(s.path), "runs": [str(r) for r in s.run_dirs],
@@ -302,7 +314,8 @@ def _fmt(v: float) -> str:
 def markdown(comparison: Comparison) -> str:
     """A PR comment: table, verdict, differences, and the gate."""
     header, rows = table(comparison)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [f"**harness compare: {comparison.outcome}**", ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", f"**{comparison.verdict}**"]
     if comparison.diffs:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.analysis.compare import markdown, table
@@ -46,25 +47,29 @@ def comparison_text(comparison: Any, fmt: str) -> str:
 
 
 def render_comparison(comparison: Any, console: Console) -> None:
-    """A comparison in the terminal: the headline table, "comparable?", differences, rules."""
+    """A comparison in the terminal: the gate's outcome first, then the headline table,
+    "comparable?", differences and rules. Every cell is escaped: a value such as
+    `[null, 64]` is text here, not Rich markup (which swallowed it)."""
+    style = "red" if comparison.failed else "green" if comparison.rules else "dim"
+    console.print(f"[bold {style}]{escape(comparison.outcome)}[/]", highlight=False)
     header, rows = table(comparison)
     t = Table(title="headline figures (ratio: to the first)", title_justify="left", box=None, header_style="dim")
     for i, h in enumerate(header):
-        t.add_column(h, justify="left" if i == 0 else "right")
+        t.add_column(escape(h), justify="left" if i == 0 else "right")
     for r in rows:
-        t.add_row(*r)
+        t.add_row(*map(escape, r))
     console.print(t)
     style = "green" if comparison.verdict.startswith("comparable") else "yellow"
-    console.print(f"[{style}]{comparison.verdict}[/]", highlight=False)
+    console.print(f"[{style}]{escape(comparison.verdict)}[/]", highlight=False)
     if comparison.diffs:
-        d = Table("category", "setting", comparison.sides[0].label, "run", "value", box=None, header_style="dim")
+        d = Table("category", "setting", escape(comparison.sides[0].label), "run", "value", box=None, header_style="dim")
         for diff in comparison.diffs:
-            d.add_row(diff.category, diff.key, _short(diff.base), diff.run, _short(diff.other))
+            d.add_row(*map(escape, (diff.category, diff.key, _short(diff.base), diff.run, _short(diff.other))))
         console.print(d)
     for r in comparison.rules:
         change = "n/a" if r.change is None else f"{r.change:+.2f}{'%' if r.rule.relative else ''}"
         mark = "[red]FAIL[/]" if r.fired else "[green]ok[/]"
-        console.print(f"  {mark} {r.rule.text} · {r.side}: {change} · {r.note}", highlight=False)
+        console.print(f"  {mark} {escape(f'{r.rule.text} · {r.side}: {change} · {r.note}')}", highlight=False)
     if comparison.unexpected:
         console.print(f"  [red]FAIL[/] differences outside --expect: {', '.join(comparison.unexpected)}")
 
