@@ -11,6 +11,7 @@ import functools
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -58,3 +59,51 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(EXIT_INTERNAL)
 
     return wrapper
+
+
+def config_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that build a RunConfig, shared by `run`, `sweep` and `capacity`."""
+    for option in reversed(_CONFIG_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+_CONFIG_OPTIONS = [
+    click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML"),
+    click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]),
+                  help="LoadGen scenario [default: the config's, else Offline]"),
+    click.option("--mode", type=click.Choice(["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]),
+                  help="LoadGen test mode [default: PerformanceOnly]"),
+    click.option("--backend", help="onnxruntime (the default), pytorch, pytorch-llm, http, synthetic "
+                  "(`harness backends`: them and their options)"),
+    click.option("--model", help="what the backend loads: model.onnx, module:function, a TorchScript/.pt2 file, "
+                  "a Hugging Face id or folder (the http backend needs none)"),
+    click.option("--weights", type=click.Path(path_type=Path), help="state_dict file for a module:function model (the backend's `weights` option)"),
+    click.option("--dataset", help="tensors: synthetic[:n=N,seed=S] | digits | DIR of .npy/.npz; "
+                  "prompts: prompts.jsonl | sharegpt:FILE | synthetic:isl=..,osl=.. (docs/llm.md)"),
+    click.option("--name", help="run name, part of the results folder's name"),
+    click.option("--mlperf-conf", type=click.Path(path_type=Path),
+                  help="an mlperf.conf whose values override the one LoadGen has compiled in (rarely needed)"),
+    click.option("--user-conf", type=click.Path(path_type=Path),
+                  help="user.conf: your settings per benchmark and scenario (LoadGen applies its own mlperf.conf first)"),
+    click.option("--benchmark", help="model name the conf files are keyed by (e.g. resnet50)"),
+    click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="any run or backend setting"),
+]
+
+
+def build_run_config(
+    config_file: Path | None, overrides: tuple[str, ...], weights: Path | None, mlperf_conf: Path | None,
+    user_conf: Path | None, **cli_values: Any,
+) -> Any:
+    """The RunConfig the options describe (None when none was given: the embedded demo)."""
+    from harness.analysis.cost import parse_sheet
+    from harness.config import registry
+    from harness.config.run_config import build_config
+
+    if weights is not None:
+        overrides = (*overrides, f"weights={weights.resolve()}")
+    cli_values.update(mlperf_conf=str(mlperf_conf) if mlperf_conf else None, user_conf=str(user_conf) if user_conf else None)
+    if config_file is None and not overrides and all(v is None for v in cli_values.values()):
+        return None
+    return build_config(config_file, overrides, cli_values, registry.option_names, registry.options_class,
+                        sections={"cost": parse_sheet})

@@ -9,6 +9,7 @@ from harness.cli.llm import kv_cache
 from harness.cli.pytorch import export_onnx, parity
 from harness.cli.repro import audit, check, compare, rerun, submission
 from harness.cli.run import backends, cost, report, run
+from harness.cli.sweep import capacity, sweep
 
 EXAMPLES = """\b
 Examples:
@@ -20,6 +21,10 @@ Examples:
       --set url=http://127.0.0.1:8000/v1 --set model_name=MODEL \\
       --dataset synthetic:isl=128,osl=64 --scenario Server \\
       --set target_qps=2
+  harness sweep -c scenarios/server.yaml --backend synthetic \\
+      --set service_time_ms=2 --vary target_qps=100,200,400
+  harness capacity -c scenarios/server.yaml --backend synthetic \\
+      --set service_time_ms=2
   harness backends                  backends, their options and defaults
   harness report results/RUN        a finished run again, from its folder
   harness compare base/ cand/ --fail-if "latency_p99 > +10%"
@@ -35,5 +40,5 @@ def main(debug: bool) -> None:
     """MLPerf LoadGen benchmarks over ONNX Runtime, PyTorch and HTTP backends."""
 
 
-for command in (run, report, cost, backends, check, compare, rerun, submission, audit, parity, export_onnx, kv_cache):
+for command in (run, sweep, capacity, report, cost, backends, check, compare, rerun, submission, audit, parity, export_onnx, kv_cache):
     main.add_command(command)

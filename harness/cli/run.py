@@ -14,7 +14,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from harness.cli._common import console, err_console, handle_errors
+from harness.cli._common import build_run_config, config_options, console, err_console, handle_errors
 from harness.errors import EXIT_INCOMPLETE, EXIT_NEGATIVE
 from harness.results.folder import REPORT_HTML
 
@@ -38,25 +38,7 @@ def _stop_signals_noted() -> Iterator[list[str]]:
 
 
 @click.command(short_help="Run one LoadGen test (no arguments: the embedded demo).")
-@click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML")
-@click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]),
-              help="LoadGen scenario [default: the config's, else Offline]")
-@click.option("--mode", type=click.Choice(["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]),
-              help="LoadGen test mode [default: PerformanceOnly]")
-@click.option("--backend", help="onnxruntime (the default), pytorch, pytorch-llm, http, synthetic "
-              "(`harness backends`: them and their options)")
-@click.option("--model", help="what the backend loads: model.onnx, module:function, a TorchScript/.pt2 file, "
-              "a Hugging Face id or folder (the http backend needs none)")
-@click.option("--weights", type=click.Path(path_type=Path), help="state_dict file for a module:function model (the backend's `weights` option)")
-@click.option("--dataset", help="tensors: synthetic[:n=N,seed=S] | digits | DIR of .npy/.npz; "
-              "prompts: prompts.jsonl | sharegpt:FILE | synthetic:isl=..,osl=.. (docs/llm.md)")
-@click.option("--name", help="run name, part of the results folder's name")
-@click.option("--mlperf-conf", type=click.Path(path_type=Path),
-              help="an mlperf.conf whose values override the one LoadGen has compiled in (rarely needed)")
-@click.option("--user-conf", type=click.Path(path_type=Path),
-              help="user.conf: your settings per benchmark and scenario (LoadGen applies its own mlperf.conf first)")
-@click.option("--benchmark", help="model name the conf files are keyed by (e.g. resnet50)")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="any run or backend setting")
+@config_options
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print summary.json instead of the table")
 @click.option("--cost", "cost_file", type=click.Path(path_type=Path), help="price sheet YAML (docs/cost.md); writes cost.json")
@@ -82,33 +64,18 @@ def run(
     repeat: int,
 ) -> None:
     """Run one LoadGen test (no arguments: the embedded demo)."""
-    from harness.analysis.cost import load_sheet, parse_sheet
-    from harness.config import registry
-    from harness.config.run_config import build_config
+    from harness.analysis.cost import load_sheet
 
     # Read the price sheet before the test, so a typo in it costs no run.
     sheet = load_sheet(cost_file) if cost_file else None
-
-    if weights is not None:
-        overrides = (*overrides, f"weights={weights.resolve()}")
-    cli_values = dict(
-        scenario=scenario,
-        mode=mode,
-        backend=backend,
-        model=model,
-        dataset=dataset,
-        name=name,
-        mlperf_conf=str(mlperf_conf) if mlperf_conf else None,
-        user_conf=str(user_conf) if user_conf else None,
-        benchmark=benchmark,
-    )
-    if config_file is None and not overrides and all(v is None for v in cli_values.values()):
+    config = build_run_config(config_file, overrides, weights, mlperf_conf, user_conf, scenario=scenario, mode=mode,
+                              backend=backend, model=model, dataset=dataset, name=name, benchmark=benchmark)
+    if config is None:
         from harness.run.demo import demo_configs
 
         configs = demo_configs()
     else:
-        configs = [build_config(config_file, overrides, cli_values, registry.option_names, registry.options_class,
-                                sections={"cost": parse_sheet})]
+        configs = [config]
     with _stop_signals_noted() as noted:
         worst = _run_all(configs, sheet, output_dir, repeat, as_json, noted)
     sys.exit(max(worst, EXIT_INCOMPLETE) if noted else worst)
@@ -165,11 +132,27 @@ def _run_all(configs: list[Any], sheet: Any, output_dir: Path, repeat: int, as_j
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="write here (html default: RUN_DIR/report.html)")
 @handle_errors
 def report(run_dir: Path, fmt: str, output: Path | None) -> None:
-    """Report a finished run from its results folder alone."""
+    """Report a finished run from its results folder alone (or a sweep from its folder)."""
+    from harness.analysis.points import is_sweep, load_sweep
     from harness.report import write_report
     from harness.report.terminal import render
     from harness.results.summary import read_summary
 
+    if is_sweep(run_dir):
+        from harness.report.sweep_report import write_sweep_report
+        from harness.report.sweep_view import render_sweep
+
+        if fmt == "terminal":
+            render_sweep(load_sweep(run_dir), console, run_dir)
+            return
+        if output is None and fmt == "html":
+            output = run_dir / REPORT_HTML
+        text = write_sweep_report(run_dir, fmt, output)
+        if output is None:
+            click.echo(text, nl=False)
+        else:
+            err_console.print(f"wrote {output}", highlight=False)
+        return
     if fmt == "terminal":
         render(read_summary(run_dir), console, str(run_dir))
         return

@@ -277,8 +277,12 @@ def build_config(
     backend_option_names: Any = None,
     backend_options_cls: Any = None,
     sections: dict[str, Any] | None = None,
+    base: tuple[dict[str, Any], str] | None = None,
 ) -> RunConfig:
     """Merge file < CLI flags < --set, then validate once.
+
+    `base`: settings already resolved (a sweep's base config, with the file named in
+    errors) that stand in for `config_file`.
 
     `backend_option_names(backend) -> list[str]` lets a bare `--set KEY=V` reach the
     chosen backend's options (e.g. `--set intra_op_threads=1`). `backend_options_cls(backend)
@@ -292,6 +296,8 @@ def build_config(
     if config_file is not None:
         data, lines = read_yaml(config_file)
         source = str(config_file)
+    elif base is not None:
+        data, source = dict(base[0]), base[1]
     origin: dict[str, str] = {k: f"{source}:{lines[k]}" if k in lines else source for k in data}
     if isinstance(data.get("backend_options"), dict):
         data["backend_options"] = dict(data["backend_options"])

@@ -1,0 +1,171 @@
+"""One sweep point from its results folder: the figures a curve plots, and whether it meets
+the targets (and, when not, which constraint bound it).
+
+A sweep (harness.run.sweep) and a capacity search (harness.run.capacity) are folders of
+ordinary runs; `point_entry` is what their sweep.json keeps per run, so the curves, the
+knee, the capacity and the diagnosis are all computed from these entries and traceable to
+each run's own summary.json.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.compare import headline
+from harness.errors import ResultsError
+from harness.results import folder
+from harness.results.records import read_records
+from harness.results.summary import read_summary, success_rate_failed
+
+#: a run whose completed rate falls this far below what LoadGen offered is saturated
+SATURATED = 0.95
+
+
+def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> dict[str, Any]:
+    """The figures of one finished run, by name, for sweep.json."""
+    summary = read_summary(run_dir)
+    lg = summary.get("loadgen") or {}
+    ours = summary.get("harness") or {}
+    tokens = summary.get("tokens") or {}
+    eff = lg.get("effective_settings") or {}
+    scenario = summary["run"]["scenario"]
+    latency_mean = (ours.get("latency_ms") or {}).get("mean")
+    queue_mean = (ours.get("queue_ms") or {}).get("mean")
+    offered = lg.get("scheduled_samples_per_s") if scenario == "Server" else None
+    goodput = tokens.get("goodput") or _e2e_goodput(run_dir, summary)
+    succeeded = ours.get("succeeded") or 0
+    return {
+        "values": values,
+        "role": role,
+        "status": summary["status"],
+        "incomplete_reason": summary.get("incomplete_reason"),
+        "scenario": scenario,
+        "validity": summary["validity"]["result"],
+        "reasons": list(summary["validity"].get("reasons") or []),
+        "flags": {k: summary["validity"].get(k) for k in
+                  ("min_duration_met", "min_queries_met", "perf_constraints_met", "early_stopping_met")},
+        "success_rate_ok": not success_rate_failed(summary),
+        "target_qps": eff.get("target_qps") if scenario == "Server" else None,
+        "offered_per_s": offered,
+        # LoadGen's figure where it has one (the headline), the harness's otherwise
+        "completed_per_s": lg.get("throughput_per_s") or ours.get("throughput_per_s"),
+        "metrics": headline(run_dir),
+        "loadgen_latency_ms": {k: (lg.get("latency_ms") or {}).get(k) for k in ("p50", "p99")},
+        "latency_bound_ms": (eff.get("target_latency_ns") or 0) / 1e6 or None,
+        "ttft_bound_ms": (eff.get("ttft_latency_ns") or 0) / 1e6 or None,
+        "tpot_bound_ms": (eff.get("tpot_latency_ns") or 0) / 1e6 or None,
+        "queue_ms": queue_mean,
+        "queue_share": queue_mean / latency_mean if queue_mean is not None and latency_mean else None,
+        "goodput_rate": goodput.get("rate"),
+        "goodput_per_s": goodput.get("per_s"),
+        "slo": (tokens.get("slo") or {}).get("attainment"),
+        "input_tokens_mean": tokens["input_tokens"] / succeeded if tokens.get("input_tokens") and succeeded else None,
+        "output_tokens_mean": tokens.get("output_tokens_per_request_mean"),
+        "cost_per_success": (folder.read_json(run_dir, folder.COST) or {}).get("per_successful_task"),
+    }
+
+
+def _e2e_goodput(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """For a run without token figures (a tensor backend): the share of its requests that
+    succeeded within the config's `slo.e2e_ms`, from records.csv ({} when no target)."""
+    import numpy as np
+
+    target = ((folder.read_run_config(run_dir, required=False) or {}).get("slo") or {}).get("e2e_ms")
+    if not target or not (run_dir / folder.RECORDS).is_file():
+        return {}
+    c = read_records(run_dir).columns
+    n = len(c["status"])
+    met = (np.asarray(c["status"]) == "ok") & ((c["complete_ns"] - c["issue_ns"]) / 1e6 <= target)
+    span_s = (summary.get("harness") or {}).get("duration_s") or 0.0
+    return {"rate": float(met.sum()) / n if n else None, "per_s": float(met.sum()) / span_s if span_s else None}
+
+
+def saturated(entry: dict[str, Any]) -> bool:
+    """The SUT completed clearly less than LoadGen offered (Server only)."""
+    offered, completed = entry.get("offered_per_s"), entry.get("completed_per_s")
+    return bool(offered and completed is not None and completed < SATURATED * offered)
+
+
+def verdict(entry: dict[str, Any], attainment: float | None = None) -> tuple[bool, str | None]:
+    """(passed, the constraint that bound it). Without `attainment`: LoadGen's VALID and the
+    harness's success-rate rule. With it: the share of requests meeting every `slo` target
+    (goodput / requests) must reach `attainment`, and the success rate its minimum."""
+    if entry.get("status") == "crashed":
+        return False, "crashed"
+    if entry.get("status") != "complete":
+        return False, "incomplete"
+    if not entry.get("success_rate_ok", True):
+        return False, "success rate"
+    if attainment is not None:
+        rate = entry.get("goodput_rate")
+        if rate is None:
+            return False, "no SLO figures (set slo.* targets)"
+        if rate >= attainment:
+            return True, None
+        worst = min((entry.get("slo") or {}).items(), key=lambda kv: kv[1].get("rate") or 0.0, default=None)
+        return False, f"SLO {worst[0]}" if worst else "SLO attainment"
+    if entry.get("validity") == "VALID":
+        return True, None
+    return False, bound_of_invalid(entry)
+
+
+def bound_of_invalid(entry: dict[str, Any]) -> str:
+    """The constraint an INVALID run broke, most specific first, in a word or two:
+    saturated, p99 latency (Server) or latency bound, TTFT p99, TPOT p99, early stopping
+    (too few queries to bound the percentile), too short (min_duration_s/min_query_count)."""
+    flags = entry.get("flags") or {}
+    if saturated(entry):
+        return "saturated"
+    if flags.get("perf_constraints_met") is False:
+        ttft_bound, tpot_bound = entry.get("ttft_bound_ms"), entry.get("tpot_bound_ms")
+        m = entry.get("metrics") or {}
+        if ttft_bound and (m.get("ttft_p99") or 0) > ttft_bound:
+            return "TTFT p99"
+        if tpot_bound and (m.get("tpot_p99") or 0) > tpot_bound:
+            return "TPOT p99"
+        return "p99 latency" if entry.get("scenario") == "Server" else "latency bound"
+    if flags.get("early_stopping_met") is False:
+        return "early stopping"
+    if flags.get("min_duration_met") is False or flags.get("min_queries_met") is False:
+        return "too short"
+    return "LoadGen"
+
+
+def crashed_entry(values: dict[str, Any], error: str, run_dir: Path | None, role: str = "point") -> dict[str, Any]:
+    return {"values": values, "role": role, "status": "crashed", "error": error,
+            "run_dir_hint": str(run_dir) if run_dir else None}
+
+
+def knee(entries: list[dict[str, Any]]) -> int | None:
+    """Index (into `entries`, in load order) of the point after which p99 latency rises
+    faster than throughput: the relative rise of latency between two neighbours exceeds
+    the relative rise of throughput. None with fewer than three usable points."""
+    usable = [
+        (i, e["completed_per_s"], (e.get("metrics") or {}).get("latency_p99"))
+        for i, e in enumerate(entries)
+        if e.get("status") == "complete" and e.get("completed_per_s") and (e.get("metrics") or {}).get("latency_p99")
+    ]
+    if len(usable) < 3:
+        return None
+    for (i, t0, l0), (_, t1, l1) in itertools.pairwise(usable):
+        if (l1 - l0) / l0 > max((t1 - t0) / t0, 0.0) and l1 > l0 * 1.1:
+            return i
+    return None
+
+
+def load_sweep(sweep_dir: Path) -> dict[str, Any]:
+    """sweep.json of a sweep or capacity folder, checked enough that every view can index it."""
+    data = folder.read_json(sweep_dir, folder.SWEEP, required=True) or {}
+    points = data.get("points")
+    if not isinstance(points, list) or not all(isinstance(p, dict) and isinstance(p.get("index"), int) for p in points):
+        raise ResultsError(f"{sweep_dir / folder.SWEEP} is damaged: `points` is not a list of entries with an index")
+    for key in ("kind", "state", "scenario", "backend"):
+        if not isinstance(data.get(key), str):
+            raise ResultsError(f"{sweep_dir / folder.SWEEP} is damaged: no {key!r}")
+    return data
+
+
+def is_sweep(path: Path) -> bool:
+    return (path / folder.SWEEP).is_file()

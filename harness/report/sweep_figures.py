@@ -1,0 +1,101 @@
+"""A sweep's or capacity search's figures as rows of text (terminal, Markdown and HTML agree),
+from sweep.json alone (harness.run.sweep)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.analysis.points import bound_of_invalid, verdict
+from harness.report.figures import Table, ms, rate
+
+ROLE_LABEL = {"pilot": "pilot", "try": "try", "point": ""}
+
+
+def _value_columns(data: dict[str, Any]) -> list[str]:
+    """The axes' names: each point's values under them (a capacity search varies target_qps)."""
+    return [a["name"] for a in data.get("axes") or []] or ["target_qps"]
+
+
+def has_tokens(data: dict[str, Any]) -> bool:
+    return any((p.get("metrics") or {}).get("ttft_p99") is not None for p in data["points"])
+
+
+def points_table(data: dict[str, Any], attainment: float | None = None) -> Table:
+    """One row per run: axis values, target and completed rates, latency, success, queue
+    share, and the verdict (VALID/INVALID, or pass/fail for a capacity try)."""
+    names = _value_columns(data)
+    tokens = has_tokens(data)
+    header = ["#", *names, "done/s", "p50 ms", "p99 ms"]
+    header += ["TTFT p99", "TPOT p99"] if tokens else []
+    header += ["ok %", "queue", "verdict"]
+    rows = []
+    for p in data["points"]:
+        m = p.get("metrics") or {}
+        label = f"{p['index']}" + (f" {ROLE_LABEL[p['role']]}" if ROLE_LABEL.get(p.get("role")) else "")
+        values = p.get("values") or {}
+        cells = [label, *[str(values.get(n, "")) if p.get("role") != "pilot" else "" for n in names]]
+        if p.get("status") == "crashed":
+            rows.append([*cells, "—", "—", "—", *(["—", "—"] if tokens else []), "—", "—", "crashed"])
+            continue
+        cells += [rate(p.get("completed_per_s")), ms(m.get("latency_p50")), ms(m.get("latency_p99"))]
+        if tokens:
+            cells += [ms(m.get("ttft_p99")), ms(m.get("tpot_p99"))]
+        ok = m.get("success_rate")
+        cells += ["—" if ok is None else f"{ok:.1f}", "—" if p.get("queue_share") is None else f"{p['queue_share']:.0%}"]
+        cells.append(_verdict_cell(p, data, attainment))
+        rows.append(cells)
+    return header, rows
+
+
+def _verdict_cell(p: dict[str, Any], data: dict[str, Any], attainment: float | None) -> str:
+    if p.get("status") != "complete":
+        return "incomplete"
+    if p.get("role") == "pilot":
+        return "pilot"
+    if data.get("kind") == "capacity":
+        ok, bound = verdict(p, attainment)
+        return "pass" if ok else f"fail: {bound}"
+    if p.get("validity") == "INVALID":
+        return f"INVALID: {bound_of_invalid(p)}"
+    return p.get("validity") or "—"
+
+
+def capacity_lines(data: dict[str, Any]) -> list[str]:
+    """The capacity, its bracket and rule, what bound it, and what was seen near it."""
+    c = data.get("capacity")
+    if not c:
+        return []
+    lo, hi = c["bracket_qps"]
+    lines = []
+    if c["capacity_qps"] is not None:
+        width = f", {c['bracket_width']:.1%} wide" if c.get("bracket_width") is not None else ""
+        above = f"fails at {rate(hi)}" if hi is not None else "no failing rate found above it"
+        lines.append(f"capacity: {rate(c['capacity_qps'])} QPS ({above}{width}; precision {c['precision']:.0%})")
+    else:
+        lines.append(f"capacity: none found ({c['stop_reason']})")
+    if c.get("bound_by"):
+        lines.append(f"bound by: {c['bound_by']} (at {rate(hi)} QPS)")
+    lines.append(f"rule: {c['rule']}")
+    start = c.get("start_qps")
+    lines.append(
+        f"search: {c['tries']} tries in {c['time_s']:.0f} s from {rate(start)} QPS ({c.get('start_from')}); "
+        f"stopped: {c['stop_reason']}"
+    )
+    if c.get("mixed_rates"):
+        lines.append("noise: tries disagreed at " + ", ".join(rate(r) for r in c["mixed_rates"]) + " QPS")
+    at = c.get("at_capacity") or {}
+    if at.get("latency_p99_ms") and at.get("tries", 0) > 1:
+        lo99, hi99 = at["latency_p99_ms"]
+        lines.append(f"at capacity: p99 {lo99:.3g}–{hi99:.3g} ms over {at['tries']} tries")
+    return lines
+
+
+def knee_line(data: dict[str, Any]) -> str | None:
+    k = data.get("knee")
+    if k is None:
+        return None
+    p = next(p for p in data["points"] if p["index"] == k)
+    m = p.get("metrics") or {}
+    p99 = m.get("latency_p99")
+    return (f"knee: point {k} ({rate(p.get('completed_per_s'))}/s, p99 {'—' if p99 is None else f'{p99:.3g}'} ms); "
+            "past it p99 rises faster than throughput")

@@ -1,0 +1,24 @@
+"""A sweep or capacity folder in the terminal: the points, the knee, the capacity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from harness.report import sweep_figures as sf
+from harness.report.terminal import rich_table
+
+
+def render_sweep(data: dict[str, Any], out: Console, sweep_dir: Path) -> None:
+    attainment = ((data.get("capacity") or {}).get("settings") or {}).get("attainment")
+    title = f"{data['kind']} · {data['backend']} · {data['scenario']} · {data['state']}"
+    out.print(rich_table(title, sf.points_table(data, attainment)))
+    for line in sf.capacity_lines(data):
+        out.print(f"  {escape(line)}", highlight=False)
+    knee = sf.knee_line(data)
+    if knee:
+        out.print(f"  {escape(knee)}", highlight=False)
+    out.print(f"  [dim]{escape(str(sweep_dir))}[/]")
