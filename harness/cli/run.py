@@ -139,12 +139,13 @@ def report(run_dir: Path, fmt: str, output: Path | None) -> None:
     from harness.results.summary import read_summary
 
     if is_sweep(run_dir):
-        from harness.report.sweep_report import write_sweep_report
-        from harness.report.sweep_view import render_sweep
-
         if fmt == "terminal":
+            from harness.report.sweep_view import render_sweep
+
             render_sweep(load_sweep(run_dir), console, run_dir)
             return
+        from harness.report.sweep_report import write_sweep_report
+
         if output is None and fmt == "html":
             output = run_dir / REPORT_HTML
         text = write_sweep_report(run_dir, fmt, output)
