@@ -47,6 +47,9 @@ class Timing:
     tokens_per_chunk: int = 1
     usage: bool = True  # send usage when stream_options.include_usage asks for it
     usage_extra: int = 0  # added to usage.completion_tokens: a server/client mismatch
+    # added to ttft_ms per prompt word (= usage.prompt_tokens): a prefill whose time grows
+    # with the input, so TTFT = queue_ms + ttft_ms + ttft_ms_per_prompt_token x prompt tokens
+    ttft_ms_per_prompt_token: float = 0.0
 
 
 class ServerThread:
@@ -105,6 +108,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         behaviour = next((b for b in BEHAVIOURS if b in text), "@ok")
         n = int(body.get("max_tokens") or timing.tokens)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and timing.usage
+        ttft_ms = timing.ttft_ms + timing.ttft_ms_per_prompt_token * len(text.split())
 
         async def until(ms: float) -> None:
             delay = t0 + ms / 1e3 - time.perf_counter()
@@ -120,7 +124,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             request.transport.close()  # type: ignore[union-attr]
             return web.Response()
         if not body.get("stream"):
-            await until(timing.queue_ms + timing.ttft_ms + (n - 1) * timing.tpot_ms)
+            await until(timing.queue_ms + ttft_ms + (n - 1) * timing.tpot_ms)
             content = "" if behaviour == "@empty" else " ".join(f"t{i}" for i in range(n))
             answer = {"message": {"role": "assistant", "content": content}} if chat else {"text": content}
             usage = {"prompt_tokens": len(text.split()), "completion_tokens": n + timing.usage_extra}
@@ -150,7 +154,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         while sent < n:
             take = min(k, n - sent)
             # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
-            await until(timing.queue_ms + timing.ttft_ms + (sent + take - 1) * timing.tpot_ms)
+            await until(timing.queue_ms + ttft_ms + (sent + take - 1) * timing.tpot_ms)
             last = sent + take == n
             await resp.write(event(" ".join(f"t{i}" for i in range(sent, sent + take)) + " ", "length" if last else None))
             sent += take
