@@ -26,6 +26,7 @@ TPOT_GROWS = 1.2  # TPOT moves less than whole-request times; 20 % is already a 
 QUEUE_RISE = 0.15  # queue share must rise this much (of latency) ...
 QUEUE_HIGH = 0.25  # ... and reach this share at the highest load
 SPAN = 2.0  # a length or concurrency axis must span this ratio to fit a law over it
+DECODE_MATCH = 1.5  # an E2E slope within this factor of TPOT is decode time
 OK_PCT = 99.0  # a success rate at or above it counts as "no failures to speak of"
 
 
@@ -174,15 +175,23 @@ def _e2e_vs_output(data: dict[str, Any]) -> dict[str, Any] | None:
     if law is None:
         return None
     lo, hi = min(xs), max(xs)
-    law["rule"] = f"E2E p50 = a + b × output tokens, least squares; fitted E2E at the longest output ≥ {GROWS}× the shortest's"
-    return {
-        "finding": (
-            f"completion time grows with output length: E2E p50 = {law['a']:.3g} + {law['b']:.3g} ms × output "
-            f"tokens ({_r2(law)}{law['a'] + law['b'] * lo:.3g} → {law['a'] + law['b'] * hi:.3g} ms over "
-            f"{lo:.0f}–{hi:.0f} tokens) → decode"
-        ),
-        "figures": law,
-    }
+    law["rule"] = (f"E2E p50 = a + b × output tokens, least squares; fitted E2E at the longest output ≥ {GROWS}× "
+                   f"the shortest's; decode when b is within {DECODE_MATCH}× of the median TPOT p50")
+    words = (f"completion time grows with output length: E2E p50 = {law['a']:.3g} + {law['b']:.3g} ms × output "
+             f"tokens ({_r2(law)}{law['a'] + law['b'] * lo:.3g} → {law['a'] + law['b'] * hi:.3g} ms over "
+             f"{lo:.0f}–{hi:.0f} tokens)")
+    # Each extra output token costs one TPOT; a slope far from it means something else grew
+    # along with the output length (another axis of the sweep, TTFT, the queue).
+    _, tpots = _series(pts, lambda p: _metric(p, "tpot_p50"))
+    tpot = sorted(tpots)[len(tpots) // 2] if tpots else None
+    law["tpot_p50_median"] = _sig(tpot)
+    if tpot is None or 1 / DECODE_MATCH <= law["b"] / tpot <= DECODE_MATCH:
+        tail = f", as TPOT p50 ({tpot:.3g} ms)" if tpot is not None else ""
+        words += f" → decode: {law['b']:.3g} ms per output token{tail}"
+    else:
+        words += (f", but at {law['b']:.3g} ms a token against a TPOT p50 of {tpot:.3g} ms: decode explains "
+                  "only part; other time (TTFT, queue, another axis) grows with it")
+    return {"finding": words, "figures": law}
 
 
 def _tpot_vs_concurrency(data: dict[str, Any]) -> dict[str, Any] | None:
