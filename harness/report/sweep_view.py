@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from harness.analysis.diagnosis import diagnose
 from harness.report import sweep_figures as sf
 from harness.report.terminal import rich_table
 
@@ -21,4 +23,8 @@ def render_sweep(data: dict[str, Any], out: Console, sweep_dir: Path) -> None:
     knee = sf.knee_line(data)
     if knee:
         out.print(f"  {escape(knee)}", highlight=False)
+    # the diagnosis: one finding each, wrapped under its bullet so it reads in 80 columns
+    for f in diagnose(data):
+        text = textwrap.fill(f["finding"], width=max(out.width - 1, 40), initial_indent="  • ", subsequent_indent="    ")
+        out.print(escape(text), highlight=False)
     out.print(f"  [dim]{escape(str(sweep_dir))}[/]")
