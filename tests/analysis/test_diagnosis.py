@@ -114,3 +114,28 @@ def test_completion_time_against_output_length_recovers_the_decode_rate(tmp_path
     assert abs(law["b"] - t.tpot_ms) <= 0.1 * t.tpot_ms, law
     assert "→ decode" in e2e["finding"]  # the slope is the TPOT the points measured
     assert finding(findings, "the first token is slow") is None  # isl is fixed at 16 here
+
+
+def _points(axis: str, xs: list[float], **series: list[float]) -> dict[str, Any]:
+    """sweep.json's shape with only what the rules read: for the two laws no server here
+    injects (TPOT growing with concurrency, failures growing with load)."""
+    points = []
+    for i, x in enumerate(xs):
+        metrics = {k: v[i] for k, v in series.items()}
+        points.append({"index": i, "role": "point", "status": "complete", "values": {axis: str(x)},
+                       "completed_per_s": 10.0 * (i + 1), "metrics": metrics})
+    return {"axes": [{"name": axis, "values": [str(x) for x in xs]}], "points": points}
+
+
+def test_tpot_against_concurrency_and_failures_against_load_follow_their_rules():
+    conc = [1, 2, 4, 8]
+    grows = diagnose(_points("max_in_flight", conc, tpot_p50=[2.0 + 0.5 * c for c in conc]))
+    tpot = finding(grows, "TPOT grows with concurrency")
+    assert tpot is not None and (tpot["figures"]["a"], tpot["figures"]["b"]) == (2.0, 0.5), grows
+    flat = diagnose(_points("max_in_flight", conc, tpot_p50=[2.0, 2.1, 2.0, 2.2]))  # under TPOT_GROWS
+    assert finding(flat, "TPOT grows") is None, flat
+    failing = diagnose(_points("max_in_flight", conc, success_rate=[100.0, 100.0, 97.0, 80.0]))
+    fail = finding(failing, "failures appear at high load")
+    assert fail is not None and "97.0 % from 4" in fail["finding"], failing
+    steady = diagnose(_points("max_in_flight", conc, success_rate=[100.0, 99.5, 100.0, 99.2]))
+    assert finding(steady, "failures") is None, steady
