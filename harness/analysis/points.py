@@ -53,6 +53,7 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         "completed_per_s": lg.get("throughput_per_s") or ours.get("throughput_per_s"),
         "metrics": headline(run_dir),
         "loadgen_latency_ms": {k: (lg.get("latency_ms") or {}).get(k) for k in ("p50", "p99")},
+        "latency_mean_ms": latency_mean,
         "latency_bound_ms": (eff.get("target_latency_ns") or 0) / 1e6 or None,
         "ttft_bound_ms": (eff.get("ttft_latency_ns") or 0) / 1e6 or None,
         "tpot_bound_ms": (eff.get("tpot_latency_ns") or 0) / 1e6 or None,
@@ -139,18 +140,20 @@ def crashed_entry(values: dict[str, Any], error: str, run_dir: Path | None, role
 
 
 def knee(entries: list[dict[str, Any]]) -> int | None:
-    """Index (into `entries`, in load order) of the point after which p99 latency rises
-    faster than throughput: the relative rise of latency between two neighbours exceeds
-    the relative rise of throughput. None with fewer than three usable points."""
+    """Index (into `entries`, in load order) of the point after which mean latency rises
+    faster than throughput: between it and the next point, latency's relative rise exceeds
+    throughput's. (Mean, not p99: a tail of a few hundred samples is too noisy to place it;
+    for a single-server queue this is where the utilization passes about one half.)
+    None with fewer than three usable points."""
     usable = [
-        (i, e["completed_per_s"], (e.get("metrics") or {}).get("latency_p99"))
+        (i, e["completed_per_s"], e.get("latency_mean_ms"))
         for i, e in enumerate(entries)
-        if e.get("status") == "complete" and e.get("completed_per_s") and (e.get("metrics") or {}).get("latency_p99")
+        if e.get("status") == "complete" and e.get("completed_per_s") and e.get("latency_mean_ms")
     ]
     if len(usable) < 3:
         return None
     for (i, t0, l0), (_, t1, l1) in itertools.pairwise(usable):
-        if (l1 - l0) / l0 > max((t1 - t0) / t0, 0.0) and l1 > l0 * 1.1:
+        if (l1 - l0) / l0 > max((t1 - t0) / t0, 0.0):
             return i
     return None
 

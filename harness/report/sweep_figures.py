@@ -95,7 +95,6 @@ def knee_line(data: dict[str, Any]) -> str | None:
     if k is None:
         return None
     p = next(p for p in data["points"] if p["index"] == k)
-    m = p.get("metrics") or {}
-    p99 = m.get("latency_p99")
-    return (f"knee: point {k} ({rate(p.get('completed_per_s'))}/s, p99 {'—' if p99 is None else f'{p99:.3g}'} ms); "
-            "past it p99 rises faster than throughput")
+    mean = p.get("latency_mean_ms")
+    return (f"knee: point {k} ({rate(p.get('completed_per_s'))}/s, mean {'—' if mean is None else f'{mean:.3g}'} ms); "
+            "past it latency rises faster than throughput")

@@ -25,7 +25,7 @@ from typing import Any
 from harness.analysis.points import verdict
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
-from harness.run.sweep import DONE, pilot_values, rate_text
+from harness.run.sweep import pilot_values, rate_text
 
 FIRST = 0.8  # of the start: a Server sustains less than the Offline peak
 UP, DOWN = 1.25, 0.8
@@ -80,8 +80,10 @@ class Search:
     def _start(self, entries: list[dict[str, Any]]) -> float | None:
         if self.start_qps:
             return float(self.start_qps)
-        pilot = next((e for e in entries if e.get("role") == "pilot" and e.get("status") in DONE), None)
-        return pilot.get("completed_per_s") if pilot else None
+        pilot = next((e for e in entries if e.get("role") == "pilot"), None)
+        if pilot is None:
+            return None
+        return (pilot.get("completed_per_s") or 0.0) if pilot.get("status") == "complete" else 0.0
 
     def _outcomes(self, entries: list[dict[str, Any]]) -> dict[str, list[bool]]:
         out: dict[str, list[bool]] = {}

@@ -92,11 +92,11 @@ class Strategy(Protocol):
         """How many points the sweep will have, when known (for the progress line)."""
 
 
-DONE = ("complete", "incomplete")  # a crashed point is run again on --resume
+DONE = ("complete", "incomplete")  # finished runs; a crashed point is run again on --resume only
 
 
-def _done(entries: list[dict[str, Any]], index: int) -> bool:
-    return any(e.get("index") == index and e.get("status") in DONE for e in entries)
+def _entry(entries: list[dict[str, Any]], index: int) -> dict[str, Any] | None:
+    return next((e for e in entries if e.get("index") == index), None)
 
 
 @dataclass
@@ -117,7 +117,7 @@ class Grid:
 
     def next_point(self, entries: list[dict[str, Any]]) -> tuple[int, dict[str, str], str] | None:
         for i, values in enumerate(self.points):
-            if not _done(entries, i):
+            if _entry(entries, i) is None:
                 return i, values, "point"
         return None
 
@@ -144,23 +144,22 @@ class AutoRate:
     fractions: tuple[float, ...] = AUTO_FRACTIONS
 
     def _rates(self, entries: list[dict[str, Any]]) -> list[float] | None:
-        pilot = next((e for e in entries if e.get("role") == "pilot" and e.get("status") in DONE), None)
+        pilot = _entry(entries, 0)
         if pilot is None:
             return None
-        peak = pilot.get("completed_per_s") or 0.0
-        return [f * peak for f in self.fractions] if peak > 0 else []
+        peak = pilot.get("completed_per_s") or 0.0  # a crashed pilot: no rates to walk
+        return [f * peak for f in self.fractions] if pilot.get("status") == "complete" and peak > 0 else []
 
     def next_point(self, entries: list[dict[str, Any]]) -> tuple[int, dict[str, str], str] | None:
         rates = self._rates(entries)
         if rates is None:
             return 0, pilot_values(self.base), "pilot"
         for i, rate in enumerate(rates, start=1):
-            if _done(entries, i):
-                e = next(e for e in entries if e.get("index") == i)
-                if saturated(e) or not verdict(e)[0]:
-                    return None  # saturation found: the walk ends here
-                continue
-            return i, {"target_qps": rate_text(rate)}, "point"
+            e = _entry(entries, i)
+            if e is None:
+                return i, {"target_qps": rate_text(rate)}, "point"
+            if e.get("status") != "complete" or saturated(e) or not verdict(e)[0]:
+                return None  # saturation (or a failure) found: the walk ends here
         return None
 
     def planned(self, entries: list[dict[str, Any]]) -> int | None:
@@ -220,6 +219,9 @@ def point_config(base: RunConfig, values: dict[str, str], index: int, source: st
     overrides = []
     for name, value in values.items():
         if name in DATASET_AXES:
+            if registry.get(base.backend).kind == "tensor":
+                raise ConfigError(f"--vary {name}: {name} is a parameter of prompt sets; backend {base.backend!r} "
+                                  "takes tensors (an LLM backend takes --dataset synthetic:isl=..,osl=..)")
             spec = parse_dataset_spec(data["dataset"])
             if spec.kind != "synthetic":
                 raise ConfigError(
@@ -269,7 +271,8 @@ def run_sweep(
 ) -> dict[str, Any]:
     """Run (or resume) the sweep in `sweep_dir`; returns sweep.json's content."""
     data = folder.read_json(sweep_dir, SWEEP_JSON) or {}
-    entries: list[dict[str, Any]] = list(data.get("points") or [])
+    # Resuming runs a crashed point again (a search's crashed tries stay: they count).
+    entries = [e for e in data.get("points") or [] if e.get("status") != "crashed" or e.get("role") == "try"]
     strategy = spec.strategy()
     spent: list[float] = [float(e.get("elapsed_s") or 0.0) for e in entries if e.get("elapsed_s")]
     state = "finished"
