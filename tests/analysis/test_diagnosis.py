@@ -3,7 +3,7 @@
 A Server sweep on the synthetic backend (one worker, a fixed 2 ms call: an M/D/1 queue of
 capacity 500/s) must say that queue time grows with load and that the point above capacity
 is saturated. Sweeps of input and output length against the injected-delay OpenAI server
-(tests/support/http_servers.py), whose TTFT is 20 ms + 0.25 ms per prompt token, and whose
+(tests/support/http_servers.py), whose TTFT is 20 ms + 1 ms per prompt token, and whose
 tokens come 4 ms apart, must recover those laws within 10 %.
 """
 
@@ -83,19 +83,23 @@ def llm_base(srv: ServerThread, dataset: str) -> RunConfig:
 
 
 def test_ttft_against_input_length_recovers_the_servers_law(tmp_path: Path, llm_server):
-    t = Timing(ttft_ms=20, ttft_ms_per_prompt_token=0.25, tpot_ms=4, tokens=4)
+    # 1 ms a prompt token: the client's and server's own cost of a longer prompt (JSON,
+    # counting, 8 requests parsed one after another; ~0.025 ms a token seen here) stays
+    # a few per cent of the law
+    t = Timing(ttft_ms=20, ttft_ms_per_prompt_token=1.0, tpot_ms=10, tokens=6)  # TPOT: 5 gaps of 10 ms
     srv = llm_server(t)
-    data = sweep(tmp_path, llm_base(srv, "synthetic:isl=32,osl=4,n=8"), "isl", ("32", "256", "1024"))
+    data = sweep(tmp_path, llm_base(srv, "synthetic:isl=16,osl=6,n=8"), "isl", ("16", "128", "512"))
     findings = diagnose(data)
     ttft = finding(findings, "the first token is slow for long inputs")
     assert ttft is not None, findings
     law = ttft["figures"]
-    assert law["x"] == [32, 256, 1024]  # the server's usage.prompt_tokens, one per prompt word
+    assert law["x"] == [16, 128, 512]  # the server's usage.prompt_tokens, one per prompt word
     assert abs(law["b"] - t.ttft_ms_per_prompt_token) <= 0.1 * t.ttft_ms_per_prompt_token, law
-    # the intercept is the server's fixed part plus the client's own few ms
-    assert t.ttft_ms * 0.9 <= law["a"] <= t.ttft_ms + 15, law
+    # the intercept is the server's fixed part plus the client's own time, which on a shared
+    # 2-core machine was seen from 5 to 16 ms: only a floor and a loose ceiling are exact
+    assert t.ttft_ms * 0.9 <= law["a"] <= t.ttft_ms * 3, law
     assert "while TPOT p50 stays" in ttft["finding"] and "queue" not in ttft["finding"]
-    assert finding(findings, "completion time grows") is None  # osl is fixed at 4 here
+    assert finding(findings, "completion time grows") is None  # osl is fixed at 6 here
 
 
 def test_completion_time_against_output_length_recovers_the_decode_rate(tmp_path: Path, llm_server):
