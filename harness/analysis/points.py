@@ -61,7 +61,7 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         "queue_share": queue_mean / latency_mean if queue_mean is not None and latency_mean else None,
         "goodput_rate": goodput.get("rate"),
         "goodput_per_s": goodput.get("per_s"),
-        "slo": (tokens.get("slo") or {}).get("attainment"),
+        "slo": (tokens.get("slo") or {}).get("attainment") or goodput.get("attainment"),
         "input_tokens_mean": tokens["input_tokens"] / succeeded if tokens.get("input_tokens") and succeeded else None,
         "output_tokens_mean": tokens.get("output_tokens_per_request_mean"),
         "cost_per_success": (folder.read_json(run_dir, folder.COST) or {}).get("per_successful_task"),
@@ -80,7 +80,9 @@ def _e2e_goodput(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
     n = len(c["status"])
     met = (np.asarray(c["status"]) == "ok") & ((c["complete_ns"] - c["issue_ns"]) / 1e6 <= target)
     span_s = (summary.get("harness") or {}).get("duration_s") or 0.0
-    return {"rate": float(met.sum()) / n if n else None, "per_s": float(met.sum()) / span_s if span_s else None}
+    rate = float(met.sum()) / n if n else None
+    return {"rate": rate, "per_s": float(met.sum()) / span_s if span_s else None,
+            "attainment": {"e2e_ms": {"target": target, "met": int(met.sum()), "rate": rate}}}
 
 
 def saturated(entry: dict[str, Any]) -> bool:

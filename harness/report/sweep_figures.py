@@ -37,9 +37,10 @@ def points_table(data: dict[str, Any], attainment: float | None = None) -> Table
         if p.get("status") == "crashed":
             rows.append([*cells, "—", "—", "—", *(["—", "—"] if tokens else []), "—", "—", "crashed"])
             continue
-        cells += [rate(p.get("completed_per_s")), ms(m.get("latency_p50")), ms(m.get("latency_p99"))]
+        pilot = p.get("role") == "pilot"  # its latency is an Offline query's, not a request's
+        cells += [rate(p.get("completed_per_s")), *(["—", "—"] if pilot else [ms(m.get("latency_p50")), ms(m.get("latency_p99"))])]
         if tokens:
-            cells += [ms(m.get("ttft_p99")), ms(m.get("tpot_p99"))]
+            cells += ["—", "—"] if pilot else [ms(m.get("ttft_p99")), ms(m.get("tpot_p99"))]
         ok = m.get("success_rate")
         cells += ["—" if ok is None else f"{ok:.1f}", "—" if p.get("queue_share") is None else f"{p['queue_share']:.0%}"]
         cells.append(_verdict_cell(p, data, attainment))
@@ -54,10 +55,19 @@ def _verdict_cell(p: dict[str, Any], data: dict[str, Any], attainment: float | N
         return "pilot"
     if data.get("kind") == "capacity":
         ok, bound = verdict(p, attainment)
-        return "pass" if ok else f"fail: {bound}"
+        return "pass" if ok else f"fail: {_short(bound)}"
     if p.get("validity") == "INVALID":
-        return f"INVALID: {bound_of_invalid(p)}"
+        return f"INVALID: {_short(bound_of_invalid(p))}"
     return p.get("validity") or "—"
+
+
+#: a bound's name in a table cell, where 80 columns leave a dozen characters for it
+_SHORT = {"early stopping": "early stop", "p99 latency": "p99", "latency bound": "latency", "success rate": "success",
+          "TTFT p99": "TTFT", "TPOT p99": "TPOT"}
+
+
+def _short(bound: str | None) -> str:
+    return _SHORT.get(bound or "", (bound or "").replace("SLO ", "slo "))
 
 
 def capacity_lines(data: dict[str, Any]) -> list[str]:

@@ -18,13 +18,12 @@ def render_sweep(data: dict[str, Any], out: Console, sweep_dir: Path) -> None:
     attainment = ((data.get("capacity") or {}).get("settings") or {}).get("attainment")
     title = f"{data['kind']} · {data['backend']} · {data['scenario']} · {data['state']}"
     out.print(rich_table(title, sf.points_table(data, attainment)))
-    for line in sf.capacity_lines(data):
-        out.print(f"  {escape(line)}", highlight=False)
+    width = max(out.width - 1, 40)
     knee = sf.knee_line(data)
-    if knee:
-        out.print(f"  {escape(knee)}", highlight=False)
+    for line in [*sf.capacity_lines(data), *([knee] if knee else [])]:
+        out.print(escape(textwrap.fill(line, width=width, initial_indent="  ", subsequent_indent="    ")), highlight=False)
     # the diagnosis: one finding each, wrapped under its bullet so it reads in 80 columns
     for f in diagnose(data):
-        text = textwrap.fill(f["finding"], width=max(out.width - 1, 40), initial_indent="  • ", subsequent_indent="    ")
+        text = textwrap.fill(f["finding"], width=width, initial_indent="  • ", subsequent_indent="    ")
         out.print(escape(text), highlight=False)
     out.print(f"  [dim]{escape(str(sweep_dir))}[/]")

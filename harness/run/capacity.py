@@ -10,8 +10,9 @@ ordinary run per try, sweep.json with every try, and a `capacity` section.
 
 "Meets its targets" is LoadGen's VALID (latency or TTFT/TPOT bounds, early stopping
 included) and the harness's success-rate rule, or with `attainment` the share of requests
-meeting every `slo` target. A shared machine is noisy, so a rate passes when `need` of
-`of` tries pass; the tries at a rate stop as soon as the outcome is decided. The search
+meeting every `slo` target. A shared machine is noisy and one Poisson schedule can be
+lucky, so a rate passes when `need` of `of` tries pass, each repeat with its own
+schedule_rng_seed; the tries at a rate stop as soon as the outcome is decided. The search
 stops when it converges, when its time budget is spent, or after `max_crashes` runs
 crashed, and says which.
 """
@@ -69,7 +70,8 @@ class Search:
     def rule(self) -> str:
         what = (f"at least {self.attainment:.0%} of requests meet every slo target ({self._slo_text()})"
                 if self.attainment is not None else "LoadGen calls the run VALID")
-        tries = "one try" if self.of == 1 else f"{self.need} of {self.of} tries (stopping once decided)"
+        tries = ("one try" if self.of == 1 else
+                 f"{self.need} of {self.of} tries (stopping once decided; each repeat draws new arrival times)")
         return f"a rate passes when {what} and the success rate is at least {self.base.min_success_rate:.0%}, in {tries}"
 
     def _slo_text(self) -> str:
@@ -139,7 +141,15 @@ class Search:
         if self._start(entries) is None:
             return (0 if not entries else index), pilot_values(self.base), "pilot"
         rate, _, _, _ = self.walk(entries)
-        return (index, {"target_qps": rate}, "try") if rate is not None else None
+        if rate is None:
+            return None
+        values = {"target_qps": rate}
+        repeat = len(self._outcomes(entries).get(rate, []))
+        if repeat:
+            # A repeat with LoadGen's same schedule seed replays the same arrivals: it would
+            # catch a noisy machine but never arrival luck. New arrival times make it a sample.
+            values["schedule_rng_seed"] = str((self.base.schedule_rng_seed or 0) + repeat)
+        return index, values, "try"
 
     def planned(self, entries: list[dict[str, Any]]) -> int | None:
         return None

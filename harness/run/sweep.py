@@ -320,7 +320,8 @@ def _write(sweep_dir: Path, spec: SweepSpec, entries: list[dict[str, Any]], stat
     ordered = sorted(entries, key=lambda e: e["index"])
     points = [e for e in ordered if e.get("role") != "pilot"]
     by_load = sorted((e for e in points if e.get("status") == "complete"), key=lambda e: e.get("completed_per_s") or 0.0)
-    k = knee(by_load)
+    # A search's tries bisect near one rate; a knee among them would be noise, not a curve.
+    k = knee(by_load) if spec.kind == "sweep" else None
     data: dict[str, Any] = {
         "sweep_schema_version": SWEEP_SCHEMA_VERSION,
         "kind": spec.kind,
