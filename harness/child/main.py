@@ -32,8 +32,8 @@ from harness.results import folder
 def resolve_workers(config: RunConfig, host_cores_backend: bool) -> tuple[int, int]:
     """(workers, threads per backend call) such that workers x threads <= cores."""
     cores = usable_cores()
-    if config.workers:
-        workers = config.workers
+    if config.workers or config.concurrency:
+        workers = config.workers or config.concurrency  # a closed loop of N: N calls at once
     elif config.scenario == "Offline" and host_cores_backend:
         # Throughput: one single-threaded worker per core overlaps one worker's Python
         # (batching, completion) with another's inference; measured 1.1x a plain 2-thread

@@ -20,7 +20,7 @@ from harness.child.record_writer import RecordWriter
 from harness.child.stream_sut import StreamingSUT
 from harness.config.run_config import RunConfig
 from harness.data.datasets import Dataset
-from harness.errors import BackendError
+from harness.errors import BackendError, ConfigError
 
 
 class PreparedDataset(Dataset):
@@ -100,9 +100,22 @@ class StreamingFactory:
             tokens=self.backend.produces_tokens,
             first_token_calls=bool(self.config.use_token_latencies) and self.config.scenario != "Offline",
             return_outputs=return_outputs,
-            max_in_flight=self.backend.max_in_flight,
+            max_in_flight=in_flight_limit(self.config.concurrency, self.backend.max_in_flight),
             crash=crash,
         )
+
+
+def in_flight_limit(concurrency: int | None, backend_limit: int | None) -> int | None:
+    """The most requests the SUT keeps open: `concurrency` makes it exactly N (Offline
+    issues every sample, so N are always waiting to start), within the backend's own limit."""
+    if concurrency is None:
+        return backend_limit
+    if backend_limit is not None and backend_limit < concurrency:
+        raise ConfigError(
+            f"concurrency {concurrency}: the backend serves at most {backend_limit} requests at once "
+            "(its max_in_flight, or max_batch for pytorch-llm); raise that or lower concurrency"
+        )
+    return concurrency
 
 
 def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int) -> tuple[PreparedDataset, StreamingFactory]:

@@ -61,6 +61,12 @@ class RunConfig(BaseModel):
     completion_coalesce_us: float = Field(
         200.0, ge=0, le=1e6, description="while samples queue up behind fast backend calls, complete them to LoadGen together, holding a result at most this long (0: complete every call at once)"
     )
+    concurrency: int | None = Field(
+        None, ge=1, le=1 << 16,
+        description="a closed loop: exactly N requests in flight for the whole test (Offline: LoadGen issues every "
+        "sample at once and the harness holds N in flight, starting the next as one ends); latencies then count "
+        "from dispatch, the wait for a free slot shown apart (docs/sweeps.md)",
+    )
     issue_inline: bool | None = Field(
         None,
         description="SingleStream/MultiStream: serve each query inside LoadGen's issue callback, on its thread, "
@@ -135,6 +141,13 @@ class RunConfig(BaseModel):
                 f"issue_inline serves on LoadGen's thread, which would delay the {self.scenario} arrivals; "
                 "use it in SingleStream or MultiStream"
             )
+        if self.concurrency and self.scenario != "Offline":
+            raise ValueError(
+                f"concurrency holds N requests in flight in a closed loop, which needs LoadGen to issue every sample "
+                f"at once: use scenario Offline (in {self.scenario} the arrivals are LoadGen's; max_in_flight caps them)"
+            )
+        if self.concurrency and self.workers and self.workers != self.concurrency:
+            raise ValueError(f"concurrency {self.concurrency} sets the workers of a tensor backend; drop workers={self.workers}")
         if self.issue_inline and self.workers and self.workers > 1:
             raise ValueError("issue_inline serves every query on LoadGen's thread; workers above 1 would stay idle")
         if self.offline_expected_qps and self.min_duration_s:

@@ -132,6 +132,10 @@ def token_summary(
     with_first = ok & (first > 0)
     multi = with_first & (n > 1)
     ttft = (first - issue)[with_first]
+    # From dispatch: what the server took, without the wait for a free slot (a closed
+    # loop's `concurrency`, or an open loop's max_in_flight) that precedes it.
+    dispatch = c["dispatch_ns"]
+    ttft_dispatch = (first - dispatch)[with_first & (dispatch > 0)]
     e2e = (done - issue)[ok]
     tpot = (done - first)[multi] / (n[multi] - 1)
     span_s = float(done.max() - issue.min()) / 1e9
@@ -159,6 +163,7 @@ def token_summary(
         "tpot_ms": weighted_distribution(tpot, unit=NS_PER_MS),
         "itl_ms": weighted_distribution(itl, itl_w, unit=NS_PER_MS),
         "e2e_ms": weighted_distribution(e2e, unit=NS_PER_MS),
+        "ttft_from_dispatch_ms": weighted_distribution(ttft_dispatch, unit=NS_PER_MS),
         "output_tokens_per_s": float(n[ok].sum()) / span_s if span_s > 0 else None,
         "input_tokens_per_s": float(c["input_tokens"][ok].sum()) / span_s if span_s > 0 else None,
         "request_output_tokens_per_s": weighted_distribution(per_req),

@@ -30,7 +30,7 @@ from harness.config.loadgen_settings import check_conf_file
 from harness.config.run_config import RunConfig, validate_backend_options
 from harness.data.hashing import sha256_file
 from harness.data.spec import parse_dataset_spec
-from harness.errors import BY_NAME, HarnessError, OutputError, RunError
+from harness.errors import BY_NAME, ConfigError, HarnessError, OutputError, RunError
 from harness.results import folder
 from harness.results.records import recover as recover_records
 from harness.results.summary import write_summary
@@ -50,6 +50,9 @@ def resolve(config: RunConfig) -> RunConfig:
     """Checks that need no model load, and paths made absolute so run.yaml re-runs anywhere here."""
     backend_cls = registry.get(config.backend)
     validate_backend_options(config, backend_cls.Options)
+    if config.concurrency and backend_cls.kind == "tensor" and config.max_batch > 1:
+        raise ConfigError(f"concurrency {config.concurrency} keeps that many single requests in flight; "
+                          f"max_batch {config.max_batch} would batch them: drop max_batch")
     updates: dict[str, Any] = {}
     for key in ("model", "mlperf_conf", "user_conf"):
         value = getattr(config, key)

@@ -50,6 +50,10 @@ class Timing:
     # added to ttft_ms per prompt word (= usage.prompt_tokens): a prefill whose time grows
     # with the input, so TTFT = queue_ms + ttft_ms + ttft_ms_per_prompt_token x prompt tokens
     ttft_ms_per_prompt_token: float = 0.0
+    # added to tpot_ms per request open at the server when this one arrives (itself
+    # included): decode that slows as the batch grows, so in a closed loop of N requests
+    # TPOT = tpot_ms + tpot_ms_per_in_flight x N
+    tpot_ms_per_in_flight: float = 0.0
 
 
 class ServerThread:
@@ -100,7 +104,16 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
     async def models(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "tests"}]})
 
+    open_requests = [0]  # one loop serves them all: a plain counter needs no lock
+
     async def complete(request: web.Request) -> web.StreamResponse:
+        open_requests[0] += 1
+        try:
+            return await _complete(request, open_requests[0])
+        finally:
+            open_requests[0] -= 1
+
+    async def _complete(request: web.Request, in_flight: int) -> web.StreamResponse:
         t0 = time.perf_counter()
         body = await request.json()
         chat = request.path.endswith("/chat/completions")
@@ -109,6 +122,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         n = int(body.get("max_tokens") or timing.tokens)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and timing.usage
         ttft_ms = timing.ttft_ms + timing.ttft_ms_per_prompt_token * len(text.split())
+        tpot_ms = timing.tpot_ms + timing.tpot_ms_per_in_flight * in_flight
 
         async def until(ms: float) -> None:
             delay = t0 + ms / 1e3 - time.perf_counter()
@@ -124,7 +138,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             request.transport.close()  # type: ignore[union-attr]
             return web.Response()
         if not body.get("stream"):
-            await until(timing.queue_ms + ttft_ms + (n - 1) * timing.tpot_ms)
+            await until(timing.queue_ms + ttft_ms + (n - 1) * tpot_ms)
             content = "" if behaviour == "@empty" else " ".join(f"t{i}" for i in range(n))
             answer = {"message": {"role": "assistant", "content": content}} if chat else {"text": content}
             usage = {"prompt_tokens": len(text.split()), "completion_tokens": n + timing.usage_extra}
@@ -154,7 +168,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         while sent < n:
             take = min(k, n - sent)
             # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
-            await until(timing.queue_ms + ttft_ms + (sent + take - 1) * timing.tpot_ms)
+            await until(timing.queue_ms + ttft_ms + (sent + take - 1) * tpot_ms)
             last = sent + take == n
             await resp.write(event(" ".join(f"t{i}" for i in range(sent, sent + take)) + " ", "length" if last else None))
             sent += take
