@@ -92,6 +92,9 @@ def expected_samples(lg: dict[str, Any]) -> int | None:
     Performance mode logs `result_query_count` (Offline: 1 query of N samples; MultiStream:
     queries of `samples_per_query`); accuracy mode logs no result, only the generated set.
     """
+    if lg.get("effective_test_mode") == "FindPeakPerformance" and lg.get("generated_query_counts"):
+        # every round's queries; LoadGen's result_* keys are the final round's only
+        return sum(int(c) for c in lg["generated_query_counts"]) * int(lg.get("effective_samples_per_query") or 1)
     if lg.get("result_query_count") is not None:
         return int(lg["result_query_count"]) * int(lg.get("effective_samples_per_query") or 1)
     if lg.get("effective_test_mode") == "AccuracyOnly" and lg.get("generated_query_count") is not None:

@@ -87,6 +87,12 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
         per_query = " per query" if run["scenario"] == "MultiStream" else ""
         speed += f" · {metrics.BY_NAME['latency_p99'].label}{per_query} {ms(lat)} ms"
     lines.append(speed)
+    peak = summary.get("find_peak")
+    if peak:
+        lines.append(
+            f"FindPeak: {rate(peak['peak_qps'])} QPS after {peak['round_count']} rounds · "
+            f"figures: final round, {peak['samples_final_round'] or 0:,} of {peak['samples_all_rounds']:,} samples"
+        )
     if ours.get("samples"):
         lines.append(
             f"success {pct(ours['success_rate'])} ({ours['succeeded']:,} of {ours['samples']:,})"

@@ -126,6 +126,9 @@ def rates(summary: dict[str, Any]) -> dict[str, Any]:
     ours = summary.get("harness") or {}
     eff = lg.get("effective_settings") or {}
     target = float(eff["target_qps"]) if scenario == "Server" and eff.get("target_qps") else None
+    peak = (summary.get("find_peak") or {}).get("peak_qps")
+    if peak:  # FindPeakPerformance: the final round ran at the rate LoadGen settled on
+        target = float(peak)
     offered = lg.get("scheduled_samples_per_s") if scenario == "Server" else None
     duration = ours.get("duration_s") or 0.0
     completed = ours["samples"] / duration if ours.get("samples") and duration > 0 else None

@@ -11,7 +11,8 @@ from harness.results.folder import LOADGEN_DETAIL as DETAIL
 
 
 def read_detail(run_dir: Path) -> tuple[dict[str, Any], list[str], list[str]]:
-    """key -> value (last wins), plus the error and warning messages LoadGen logged."""
+    """key -> value (last wins), plus the error and warning messages LoadGen logged. The
+    keys of _EVERY_VALUE also keep every value, in order, under their plural name."""
     values: dict[str, Any] = {}
     errors: list[str] = []
     warnings: list[str] = []
@@ -37,7 +38,13 @@ def read_detail(run_dir: Path) -> tuple[dict[str, Any], list[str], list[str]]:
                 warnings.append(f"{key}: {entry.get('value')}")
             if isinstance(key, str) and key:
                 values[key] = entry.get("value")
+                if key in _EVERY_VALUE:  # logged once per round of a FindPeakPerformance test
+                    values.setdefault(_EVERY_VALUE[key], []).append(entry.get("value"))
     return values, errors, warnings
+
+
+#: keys whose every value is kept, as a list under the second name (last wins otherwise)
+_EVERY_VALUE = {"generated_query_count": "generated_query_counts", "generic_message": "generic_messages"}
 
 
 def detail_problem(run_dir: Path) -> tuple[str, str] | None:

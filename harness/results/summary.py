@@ -20,7 +20,9 @@ from harness.results import folder
 from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
 from harness.results.loadgen_log import effective_settings, read_accuracy_log, read_detail
-from harness.results.records import read_records
+from harness.results.find_peak import FIND_PEAK, final_round
+from harness.results.find_peak import summary_section as find_peak_section
+from harness.results.records import Records, read_records
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
 
@@ -207,6 +209,11 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
     lg, lg_errors, lg_warnings = read_detail(run_dir)
 
     rec = read_records(run_dir) if (run_dir / folder.RECORDS).exists() else None
+    find_peak = None
+    if rec is not None and len(rec) and config.get("mode") == FIND_PEAK:
+        # LoadGen reports the final round only; so must every figure compared with it.
+        find_peak = find_peak_section(lg, len(rec))
+        rec = Records(final_round(rec.columns, lg))
     ours: dict[str, Any] = {"samples": 0}
     agreement: dict[str, float | None] = {}
     if rec is not None and len(rec):
@@ -313,6 +320,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             "effective_settings": effective_settings(lg),
         },
         "harness": ours,
+        "find_peak": find_peak,
         "agreement": agreement,
         "tokens": token_summary(rec, read_token_entries(run_dir), config, child, lg),
         "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,

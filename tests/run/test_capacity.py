@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.config.run_config import RunConfig
 from harness.errors import EXIT_INCOMPLETE, EXIT_USAGE
 from harness.run.capacity import Search
@@ -36,9 +38,15 @@ def sweep_json(root: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_loadgen_valid_capacity_of_an_md1_queue_is_the_analytic_rate(tmp_path: Path):
+@pytest.fixture(scope="module")
+def valid_search(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    root = tmp_path_factory.mktemp("capacity")
+    return root, capacity(*MD1, "--set", f"target_latency_ms={BOUND_MS}", *NOISE_RULE, "--output-dir", str(root))
+
+
+def test_loadgen_valid_capacity_of_an_md1_queue_is_the_analytic_rate(valid_search):
     truth = md1_capacity(SERVICE_MS / 1e3, BOUND_MS / 1e3, 0.99)  # ≈ 193/s
-    out = capacity(*MD1, "--set", f"target_latency_ms={BOUND_MS}", *NOISE_RULE, "--output-dir", str(tmp_path))
+    tmp_path, out = valid_search
     assert out.returncode == 0, out.stdout + out.stderr
     data = sweep_json(tmp_path)
     c = data["capacity"]
@@ -55,6 +63,30 @@ def test_loadgen_valid_capacity_of_an_md1_queue_is_the_analytic_rate(tmp_path: P
     summary = json.loads((tmp_path / next(tmp_path.iterdir()).name / at_capacity[0]["run"] / "summary.json").read_text())
     assert summary["loadgen"]["effective_settings"]["target_qps"] == lo
     assert "capacity:" in out.stdout and "bound by:" in out.stdout
+
+
+def test_loadgen_find_peak_performance_agrees_with_the_search_and_the_queue(valid_search, tmp_path: Path):
+    """LoadGen's own search, in one test: its answer, and the harness's figures of its
+    final round only (they used to merge every round)."""
+    truth = md1_capacity(SERVICE_MS / 1e3, BOUND_MS / 1e3, 0.99)
+    root, _ = valid_search
+    ours = sweep_json(root)["capacity"]["capacity_qps"]
+    out = subprocess.run([sys.executable, "-m", "harness", "run", *MD1, "--scenario", "Server", "--mode",
+                          "FindPeakPerformance", "--set", "target_qps=100", "--set", f"target_latency_ms={BOUND_MS}",
+                          "--output-dir", str(tmp_path), "--json"], capture_output=True, text=True, timeout=600)
+    summary = json.loads(out.stdout)
+    peak = summary["find_peak"]["peak_qps"]
+    assert abs(peak - truth) / truth < 0.10 and abs(peak - ours) / ours < 0.10, (peak, ours, truth)
+    # the harness's figures are LoadGen's final round: same sample count, agreeing rates
+    assert summary["harness"]["samples"] == summary["loadgen"]["query_count"] == summary["find_peak"]["samples_final_round"]
+    assert summary["find_peak"]["samples_all_rounds"] > summary["harness"]["samples"]
+    assert summary["find_peak"]["rounds"][-1]["target_qps"] == peak
+    assert abs(summary["agreement"]["throughput"] - 1) < 0.02
+    assert summary["agreement"]["issue_delay_ms"] >= 0  # merged rounds made it negative
+    (run_dir,) = tmp_path.iterdir()
+    check = subprocess.run([sys.executable, "-m", "harness", "check", str(run_dir)], capture_output=True, text=True,
+                           timeout=120)
+    assert "samples LoadGen issued" in check.stdout and "incomplete" not in check.stdout.split("validity")[0], check.stdout
 
 
 def test_slo_attainment_capacity_of_an_md1_queue_is_the_analytic_rate(tmp_path: Path):
