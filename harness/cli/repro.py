@@ -53,14 +53,52 @@ def check(run_dir: Path, as_json: bool, no_dataset: bool) -> None:
               help='e.g. "throughput < -5%", "latency_p99 > +10%", "success_rate < -0.5pt"; exit 1 when one fires')
 @click.option("--expect", multiple=True, metavar="CATEGORY",
               help="categories allowed to differ (scenario, backend, dataset, model, harness, system); others exit 1")
-@click.option("--format", "fmt", type=click.Choice(["terminal", "md", "json"]), default="terminal", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["terminal", "md", "json", "html"]), default="terminal",
+              show_default=True, help="html: sweep folders only, both sides' curves overlaid")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="sweep folders: write the md, html or json here")
 @handle_errors
-def compare(paths: tuple[Path, ...], rules: tuple[str, ...], expect: tuple[str, ...], fmt: str) -> None:
-    """Runs (or repeat folders) side by side, ratios to the first, "comparable?", a gate."""
-    from harness.analysis.compare import compare as do_compare
+def compare(paths: tuple[Path, ...], rules: tuple[str, ...], expect: tuple[str, ...], fmt: str,
+            output: Path | None) -> None:
+    """Runs (or repeat folders) side by side, ratios to the first, "comparable?", a gate.
 
+    Two sweep (or two capacity) folders: the capacity ratio with both brackets, or the
+    points with the same axis values side by side, and the same "comparable?" check.
+    """
+    from harness.analysis.compare import compare as do_compare
+    from harness.analysis.compare_sweeps import is_sweep_folder
+    from harness.errors import ConfigError
+
+    if any(is_sweep_folder(p) for p in paths):
+        _compare_sweeps(list(paths), list(rules), list(expect) if expect else None, fmt, output)
+    if fmt == "html" or output is not None:
+        raise ConfigError("--format html and -o are for comparing sweep folders; runs compare as terminal, md or json")
     comparison = do_compare(list(paths), list(rules), list(expect) if expect else None)
     _print_comparison(comparison, fmt)
+    sys.exit(1 if comparison.failed else 0)
+
+
+def _compare_sweeps(paths: list[Path], rules: list[str], expect: list[str] | None, fmt: str, output: Path | None) -> None:
+    """`compare` on sweep folders (harness.analysis.compare_sweeps); a sweep beside a run is
+    one line, exit 2."""
+    from harness.analysis.compare_sweeps import compare_sweeps
+    from harness.errors import ConfigError, OutputError
+    from harness.report.sweep_compare_view import render_sweep_comparison, sweep_comparison_text
+
+    comparison = compare_sweeps(paths, rules, expect)
+    if fmt == "terminal":
+        if output is not None:
+            raise ConfigError("-o writes md, html or json: add --format")
+        render_sweep_comparison(comparison, console)
+    else:
+        text = sweep_comparison_text(comparison, fmt)
+        if output is None:
+            click.echo(text, nl=False)
+        else:
+            try:
+                output.write_text(text, encoding="utf-8")
+            except OSError as e:
+                raise OutputError(f"cannot write {output}: {e.strerror or e}") from e
+            err_console.print(f"wrote {output}", highlight=False)
     sys.exit(1 if comparison.failed else 0)
 
 
