@@ -63,6 +63,7 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         "flags": {k: summary["validity"].get(k) for k in
                   ("min_duration_met", "min_queries_met", "perf_constraints_met", "early_stopping_met")},
         "success_rate_ok": not success_rate_failed(summary),
+        "clock_ok": (summary["validity"].get("harness") or {}).get("clock_ok"),
         "target_qps": eff.get("target_qps") if scenario == "Server" else None,
         "offered_per_s": offered,
         # LoadGen's figure where it has one (the headline), the harness's otherwise
@@ -117,6 +118,8 @@ def verdict(entry: dict[str, Any], attainment: float | None = None) -> tuple[boo
         return False, "incomplete"
     if not entry.get("success_rate_ok", True):
         return False, "success rate"
+    if entry.get("clock_ok") is False:
+        return False, "clock stepped"
     if attainment is not None:
         rate = entry.get("goodput_rate")
         if rate is None:

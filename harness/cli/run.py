@@ -85,7 +85,7 @@ def _run_all(configs: list[Any], sheet: Any, output_dir: Path, repeat: int, as_j
     """Each config's run (or repeats), priced and rendered; the worst exit code of them."""
     from harness.analysis.cost import cost_for_run, parse_sheet, write_cost
     from harness.report.terminal import render
-    from harness.results.summary import success_rate_failed
+    from harness.results.summary import harness_rejected
     from harness.run import runner
 
     worst = 0
@@ -110,7 +110,7 @@ def _run_all(configs: list[Any], sheet: Any, output_dir: Path, repeat: int, as_j
                 render(outcome.summary, console, str(outcome.run_dir))
             if outcome.summary["status"] != "complete":
                 worst = max(worst, EXIT_INCOMPLETE)
-            elif success_rate_failed(outcome.summary):
+            elif harness_rejected(outcome.summary):
                 # The harness's verdict (docs/reproducibility.md): the run finished and the
                 # answer is "no", as a fired gate; a crash (3) still outranks it.
                 worst = max(worst, EXIT_NEGATIVE)

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.results import metrics
 from harness.results.stats import PERCENTILE_KEYS
-from harness.results.summary import success_rate_failed
+from harness.results.summary import harness_rejected, success_rate_failed
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -66,8 +66,8 @@ def label(key: str) -> str:
 
 def verdict(summary: dict[str, Any]) -> str:
     run = summary["run"]
-    if success_rate_failed(summary):
-        return "INVALID"  # LoadGen's VALID speaks of latencies only
+    if harness_rejected(summary):
+        return "INVALID"  # LoadGen's VALID speaks of latencies only, and trusts the wall clock
     result = summary["validity"].get("result")
     if result:
         return str(result)

@@ -36,6 +36,9 @@ def read_detail(run_dir: Path) -> tuple[dict[str, Any], list[str], list[str]]:
                 errors.append(f"{key}: {entry.get('value')}")
             elif meta.get("is_warning"):
                 warnings.append(f"{key}: {entry.get('value')}")
+            stamp = entry.get("time_ms")
+            if isinstance(stamp, (int, float)) and stamp > values.get(LOG_SPAN_MS, 0):
+                values[LOG_SPAN_MS] = stamp
             if isinstance(key, str) and key:
                 values[key] = entry.get("value")
                 if key in _EVERY_VALUE:  # logged once per round of a FindPeakPerformance test
@@ -43,6 +46,8 @@ def read_detail(run_dir: Path) -> tuple[dict[str, Any], list[str], list[str]]:
     return values, errors, warnings
 
 
+#: the latest time_ms of the log: how long LoadGen's own clock says the test took
+LOG_SPAN_MS = "log_span_ms"
 #: keys whose every value is kept, as a list under the second name (last wins otherwise)
 _EVERY_VALUE = {"generated_query_count": "generated_query_counts", "generic_message": "generic_messages"}
 

@@ -19,7 +19,7 @@ from harness.errors import ResultsError
 from harness.results import folder
 from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
-from harness.results.loadgen_log import effective_settings, read_accuracy_log, read_detail
+from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, read_accuracy_log, read_detail
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records
@@ -85,19 +85,54 @@ def _accuracy(run_dir: Path, child: dict[str, Any]) -> dict[str, Any] | None:
 DEFAULT_MIN_SUCCESS_RATE = 0.95
 
 
-def harness_validity(loadgen_result: str | None, ours: dict[str, Any], min_success_rate: float) -> dict[str, Any]:
+def harness_validity(
+    loadgen_result: str | None, ours: dict[str, Any], min_success_rate: float, clock_ok: bool | None = None
+) -> dict[str, Any]:
     """summary.json's validity.harness: LoadGen's VALID speaks of latencies only (a failed
-    sample is timed like any other), so the harness also fails a run whose samples failed."""
+    sample is timed like any other), so the harness also fails a run whose samples failed,
+    and one during which the wall clock LoadGen times with was stepped (`clock_check`)."""
     rate = ours.get("success_rate") if ours.get("samples") else None
     ok = None if rate is None else bool(rate >= min_success_rate)
-    return {"result": "INVALID" if ok is False else loadgen_result, "min_success_rate": min_success_rate, "success_rate_ok": ok}
+    rejected = ok is False or clock_ok is False
+    return {"result": "INVALID" if rejected else loadgen_result, "min_success_rate": min_success_rate,
+            "success_rate_ok": ok, "clock_ok": clock_ok}
+
+
+#: LoadGen's clock and the harness's may disagree by this much (s, or share of the test)
+CLOCK_SLACK_S, CLOCK_SLACK = 1.0, 0.10
+
+
+def clock_check(lg: dict[str, Any], test_s: Any) -> tuple[bool | None, str | None]:
+    """(clock_ok, the reason when not). LoadGen stamps its log and times its queries with
+    std::chrono::high_resolution_clock, which is the wall clock in libstdc++; the child
+    times the test with a monotonic clock. If the wall clock was stepped during the test
+    (NTP, a VM's time sync: seen here, a 0.5 s test whose LoadGen log spans 10.5 s, every
+    latency 10 s), the two disagree, and LoadGen's latencies and rates are wrong."""
+    span_ms = lg.get(LOG_SPAN_MS)
+    if not isinstance(test_s, (int, float)) or not isinstance(span_ms, (int, float)) or test_s <= 0:
+        return None, None
+    span_s = span_ms / 1e3
+    if abs(span_s - test_s) <= max(CLOCK_SLACK_S, CLOCK_SLACK * test_s):
+        return True, None
+    return False, (
+        f"the system clock was stepped during the test: LoadGen's log spans {span_s:.3g} s, the test took "
+        f"{test_s:.3g} s by a monotonic clock; LoadGen times with the wall clock, so its latencies and rates are wrong"
+    )
 
 
 def success_rate_failed(summary: dict[str, Any]) -> bool:
-    """The harness's verdict is negative: too many samples failed (validity.harness)."""
+    """Too many samples failed (validity.harness)."""
     validity = summary.get("validity")
     harness = validity.get("harness") if isinstance(validity, dict) else None
     return isinstance(harness, dict) and harness.get("success_rate_ok") is False
+
+
+def harness_rejected(summary: dict[str, Any]) -> bool:
+    """The harness's verdict is negative whatever LoadGen says: too many samples failed,
+    or the clock was stepped during the test (validity.harness)."""
+    validity = summary.get("validity")
+    harness = validity.get("harness") if isinstance(validity, dict) else None
+    return success_rate_failed(summary) or (isinstance(harness, dict) and harness.get("clock_ok") is False)
 
 
 #: what every reader indexes without a guard: section -> (its type, {key: the key's types})
@@ -270,7 +305,11 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             f"{ours['failed']} of {ours['samples']} samples failed ({', '.join(f'{k}: {v}' for k, v in ours['failures_by_reason'].items())}); "
             "LoadGen timed them, the harness's figures exclude them"
         )
-    verdict = harness_validity(validity, ours, min_success_rate_of(config))
+    clock_ok, clock_reason = clock_check(lg, child.get("test_s"))
+    if clock_reason:
+        reasons.append(clock_reason)
+        fixes.append("run again; keep the clock from being stepped during tests (NTP slewing, not stepping)")
+    verdict = harness_validity(validity, ours, min_success_rate_of(config), clock_ok)
     if verdict["success_rate_ok"] is False:
         reasons.append(
             f"success {ours['success_rate'] * 100:.2f}% is below min_success_rate {verdict['min_success_rate'] * 100:g}%: "

@@ -62,7 +62,7 @@ def test_a_third_of_the_samples_failed_is_invalid_in_summary_json(failed_run: Pa
     assert s["harness"]["samples"] >= 100 and s["harness"]["success_rate"] == pytest.approx(2 / 3, abs=0.01)
     assert s["validity"]["result"] == "VALID"  # LoadGen's, untouched: it speaks of latencies only
     assert s["validity"]["harness"] == {"result": "INVALID", "min_success_rate": DEFAULT_MIN_SUCCESS_RATE,
-                                        "success_rate_ok": False}
+                                        "success_rate_ok": False, "clock_ok": True}
     assert any("below min_success_rate 95%" in r for r in s["validity"]["reasons"])
     assert any("min_success_rate" in f for f in s["validity"]["fixes"])
     jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(s)
@@ -106,7 +106,8 @@ def test_the_rule_at_its_bounds(rate, threshold, ok):
 
 
 def test_no_samples_no_verdict_of_ours():
-    assert harness_validity(None, {"samples": 0}, 0.95) == {"result": None, "min_success_rate": 0.95, "success_rate_ok": None}
+    assert harness_validity(None, {"samples": 0}, 0.95) == {"result": None, "min_success_rate": 0.95,
+                                                            "success_rate_ok": None, "clock_ok": None}
 
 
 def test_a_summary_from_before_the_rule_keeps_loadgens_verdict(failed_run: Path):
