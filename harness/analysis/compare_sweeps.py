@@ -166,7 +166,7 @@ def point_state(point: dict[str, Any] | None) -> str:
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b is not None and b != 0 else None
+    return b / a if a is not None and b is not None and a != 0 else None
 
 
 @dataclass
@@ -238,7 +238,7 @@ class CapacityPair:
             return None
         low = max(alo or 0.0, blo or 0.0)
         high = min(ahi if ahi is not None else float("inf"), bhi if bhi is not None else float("inf"))
-        return False
+        return low < high
 
     @property
     def ratio_range(self) -> tuple[float, float | None]:
