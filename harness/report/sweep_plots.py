@@ -38,6 +38,12 @@ def _xy(pairs: list[tuple[float, Point]], get: Callable[[Point], float | None]) 
 SIZE = (5.0, 3.3)
 
 
+def _ls(data: dict[str, Any]) -> str:
+    """Points joined by a line along a sweep; a search's tries stand alone (several at one
+    rate, in the order bisection chose them: a line through them would draw a zigzag)."""
+    return "-" if data.get("kind") == "sweep" else ""
+
+
 def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
     fig = Figure(figsize=SIZE)
     ax = fig.add_subplot()
@@ -72,8 +78,8 @@ def throughput_latency(data: dict[str, Any]) -> Plot | None:
     if len(xs) < 2:
         return None
     fig, ax = _axes("throughput vs latency", "completed (samples/s)", "latency (ms)")
-    ax.plot(xs, p50, "o-", label="p50")
-    ax.plot(xs99, p99, "s-", label="p99")
+    ax.plot(xs, p50, "o" + _ls(data), label="p50")
+    ax.plot(xs99, p99, "s" + _ls(data), label="p99")
     bounds = {p.get("latency_bound_ms") for p in pts} - {None}
     if len(bounds) == 1:
         ax.axhline(bounds.pop(), color="gray", ls="--", lw=1, label="latency bound")
@@ -89,7 +95,7 @@ def achieved_vs_target(data: dict[str, Any]) -> Plot | None:
         return None
     fig, ax = _axes("achieved vs target rate", "target (QPS)", "samples/s")
     ax.plot([0, max(xs)], [0, max(xs)], color="gray", ls="--", lw=1, label="achieved = target")
-    ax.plot(xs, done, "o-", label="completed")
+    ax.plot(xs, done, "o" + _ls(data), label="completed")
     _mark_knee(ax, data, xs, done, pts)
     _mark_capacity(ax, data)
     return "achieved vs target rate", _finish(fig, ax)
@@ -114,8 +120,8 @@ def ttft_vs_input(data: dict[str, Any]) -> Plot | None:
         return None
     xs99, p99, _ = _xy(pairs, _m("ttft_p99"))
     fig, ax = _axes("time to first token vs input length", "input tokens (mean)", "TTFT (ms)")
-    ax.plot(xs, p50, "o-", label="p50")
-    ax.plot(xs99, p99, "s-", label="p99")
+    ax.plot(xs, p50, "o" + _ls(data), label="p50")
+    ax.plot(xs99, p99, "s" + _ls(data), label="p99")
     _fit_line(ax, xs, p50, "input tokens")
     return "TTFT vs input length", _finish(fig, ax)
 
@@ -166,7 +172,7 @@ def per_user_vs_total(data: dict[str, Any]) -> Plot | None:
     if len(xs) < 2:
         return None
     fig, ax = _axes("per-user vs total output tokens/s", "total output tokens/s", "per-user tokens/s (1000 / TPOT p50)")
-    ax.plot(xs, per_user, "o-")
+    ax.plot(xs, per_user, "o" + _ls(data))
     for x, y, p in zip(xs, per_user, pts):
         ax.annotate(str(p["index"]), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     _mark_knee(ax, data, xs, per_user, pts)
@@ -181,12 +187,12 @@ def _vs_load(data: dict[str, Any], get: Callable[[Point], float | None], title: 
     if len(xs) < 2:
         return None
     fig, ax = _axes(title, name, ylabel)
-    ax.plot(xs, ys, "o-", label=label)
+    ax.plot(xs, ys, "o" + _ls(data), label=label)
     lowest = min(ys)
     if extra is not None:
         xe, ye, _ = _xy(pairs, extra[0])
         if len(xe) >= 2:
-            ax.plot(xe, ye, "s-", label=extra[1])
+            ax.plot(xe, ye, "s" + _ls(data), label=extra[1])
             lowest = min(lowest, *ye)
     if percent:  # a flat 100 % would otherwise be drawn as a band from 96 to 104 %
         ax.set_ylim(max(0.0, lowest - 5.0), 101.0)
