@@ -52,7 +52,8 @@ def check(run_dir: Path, as_json: bool, no_dataset: bool) -> None:
 @click.option("--fail-if", "rules", multiple=True, metavar="RULE",
               help='e.g. "throughput < -5%", "latency_p99 > +10%", "success_rate < -0.5pt"; exit 1 when one fires')
 @click.option("--expect", multiple=True, metavar="CATEGORY",
-              help="categories allowed to differ (scenario, backend, dataset, model, harness, system); others exit 1")
+              help="categories allowed to differ (scenario, backend, dataset, model, harness, system; sweeps: "
+                   "also axes); others exit 1")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "md", "json", "html"]), default="terminal",
               show_default=True, help="html: sweep folders only, both sides' curves overlaid")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="sweep folders: write the md, html or json here")

@@ -96,7 +96,11 @@ class RunConfig(BaseModel):
     server_max_async_queries: int | None = Field(None, ge=0, le=MAX_COUNT)
     server_num_issue_query_threads: int | None = Field(None, ge=0, le=MAX_WORKERS)
     find_peak_step_size: float | None = Field(None, gt=0, le=MAX_QPS, description="FindPeakPerformance: QPS step")
-    offline_expected_qps: float | None = Field(None, gt=0, le=MAX_QPS, description="Offline: sizes the query")
+    offline_expected_qps: float | None = Field(
+        None, gt=0, le=MAX_QPS,
+        description="Offline: sizes the query (1.1 x this x min_duration samples); unset, a pilot run measures the "
+        "rate first and the run uses 1.5 x it (manifest.json `sizing`)",
+    )
     single_stream_expected_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS)
     single_stream_target_latency_percentile: float | None = Field(None, gt=0, lt=1)
     multi_stream_samples_per_query: int | None = Field(None, ge=1, le=1 << 20)

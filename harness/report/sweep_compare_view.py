@@ -97,9 +97,14 @@ def differences_table(c: SweepComparison, width: int | None = None) -> Table:
 
 
 def _short(value: Any, width: int | None) -> str:
+    """A value cut to `width` in the middle: two URLs or paths differ at their ends as often
+    as at their starts (a port, a file name)."""
     text = json.dumps(value, default=str) if not isinstance(value, str) else value
-    limit = width or 60
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    limit = max(width or 60, 5)
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
 
 
 def rule_lines(c: SweepComparison) -> list[tuple[bool, str]]:
@@ -135,7 +140,8 @@ def render_sweep_comparison(c: SweepComparison, out: Console) -> None:
     width = max(out.width - 1, 40)
 
     def say(text: str, style: str = "", indent: str = "  ") -> None:
-        wrapped = textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ")
+        wrapped = textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
+                                break_on_hyphens=False)
         out.print(f"[{style}]{escape(wrapped)}[/]" if style else escape(wrapped), highlight=False)
 
     style = "red" if c.failed else "green" if c.rules else "dim"
@@ -152,7 +158,9 @@ def render_sweep_comparison(c: SweepComparison, out: Console) -> None:
         # a setting's value in 80 columns: category 9, name ~30, two values of ~16
         out.print(rich_table("", differences_table(c, max((width - 44) // 2, 12))))
     for fired, text in rule_lines(c):
-        out.print(("  [red]FAIL[/] " if fired else "  [green]ok[/] ") + escape(text), highlight=False)
+        mark = "FAIL" if fired else "ok"
+        wrapped = textwrap.fill(f"{mark} {text}", width=width, initial_indent="  ", subsequent_indent="    ")
+        out.print(f"  [{'red' if fired else 'green'}]{mark}[/]" + escape(wrapped[2 + len(mark):]), highlight=False)
     if c.unexpected:
         out.print(f"  [red]FAIL[/] differences outside --expect: {', '.join(c.unexpected)}")
 

@@ -41,6 +41,10 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         if line.startswith("success"):
             style = "green" if ours.get("success_rate") == 1 else "red"
         console.print(f"  [{style}]{line}[/]" if style else f"  {line}", highlight=False)
+    sizing = (data.manifest or {}).get("sizing") if data is not None else None
+    if sizing:
+        console.print(f"  offline_expected_qps {fig.rate(sizing['offline_expected_qps'])}: a pilot's "
+                      f"{fig.rate(sizing['pilot_rate_per_s'])}/s x {sizing['margin']:g} (none was given)", highlight=False)
     for reason in val["reasons"]:
         console.print(f"  [red]why:[/] {reason}")
     for fix in val["fixes"]:

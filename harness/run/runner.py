@@ -34,6 +34,7 @@ from harness.errors import BY_NAME, ConfigError, HarnessError, OutputError, RunE
 from harness.results import folder
 from harness.results.records import recover as recover_records
 from harness.results.summary import write_summary
+from harness.run.sizing import size_offline
 from harness.run.sysinfo import describe_system
 
 
@@ -107,6 +108,7 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
     """One test in a child process. `audit_config`: the text of a LoadGen compliance
     audit.config (TEST01/TEST04), written into the folder before the child starts."""
     config = resolve(config)
+    config, sizing = size_offline(config, registry.get(config.backend).kind)
     stopper = _StopOnSignal()
     with stopper.installed():  # from the folder's creation, so no signal leaves it without a summary
         run_dir = new_results_dir(output_root, f"{config.name}-{config.scenario}")
@@ -115,6 +117,8 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
         folder.write_text(run_dir / folder.RUN_CONFIG, config.to_yaml())
         folder.write_text(run_dir / folder.SYSTEM, json.dumps(describe_system(), indent=2))
         manifest = _manifest(config, run_dir)
+        if sizing is not None:
+            manifest["sizing"] = sizing
         folder.write_text(run_dir / folder.MANIFEST, json.dumps(manifest, indent=2))
 
         status: dict[str, Any] = {"started_utc": manifest["started_utc"], "status": "complete"}

@@ -72,7 +72,8 @@ def test_invalid_offline_explained_with_the_value_to_set():
     }
     reasons, fixes = explain("Offline", lg, {"throughput_per_s": 1730.0})
     assert "ran out of samples" in reasons[0]
-    assert fixes == ["raise offline_expected_qps to ≈ 1900"]
+    # the measured 1,730/s plus 50 %: a fix sized exactly from this short run would fail again
+    assert fixes[0].startswith("raise offline_expected_qps to ≈ 2600 (the rate measured here plus 50%")
 
 
 def test_saturated_server_explained():

@@ -1,0 +1,53 @@
+"""Offline with no offline_expected_qps is sized from a pilot and VALID the first time; the
+fix an INVALID run suggests holds when applied."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from harness.config.run_config import RunConfig
+from harness.run import runner
+from harness.run.sizing import MARGIN
+
+# 20 us a sample in batches of 16: tens of thousands of samples a second, so LoadGen's
+# default hint (1 sample/s) would issue a query over in milliseconds
+FAST = dict(backend="synthetic", scenario="Offline", max_batch=16, backend_options={"per_sample_ms": 0.02})
+
+
+def test_an_offline_run_with_no_hint_is_sized_from_a_pilot_and_valid(tmp_path: Path):
+    outcome = runner.run(RunConfig(**FAST, min_duration_s=1.0), tmp_path)
+    s = outcome.summary
+    assert s["validity"]["result"] == "VALID", s["validity"]
+    manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
+    sizing = manifest["sizing"]
+    hint = yaml.safe_load((outcome.run_dir / "run.yaml").read_text())["offline_expected_qps"]
+    assert hint == sizing["offline_expected_qps"] >= sizing["pilot_rate_per_s"] * MARGIN  # the value used, recorded
+    assert sizing["pilot_s"] >= 0.25  # a first pilot that only measured start-up was run again, longer
+    # LoadGen issued the query the hint asks for, and it lasted past min_duration
+    assert s["harness"]["samples"] >= round(1.1 * hint * 1.0)
+    assert s["loadgen"]["effective_settings"]["target_qps"] == hint
+    assert s["harness"]["duration_s"] >= 1.0
+    assert [p.name for p in tmp_path.iterdir()] == [outcome.run_dir.name]  # the pilots leave no folder
+    # repeating from run.yaml needs no pilot
+    again = runner.run(RunConfig(**yaml.safe_load((outcome.run_dir / "run.yaml").read_text())), tmp_path / "again")
+    assert "sizing" not in json.loads((again.run_dir / "manifest.json").read_text())
+
+
+def test_a_given_hint_or_zero_duration_is_left_alone(tmp_path: Path):
+    given = runner.run(RunConfig(**FAST, min_duration_s=0.2, offline_expected_qps=5000), tmp_path)
+    assert "sizing" not in json.loads((given.run_dir / "manifest.json").read_text())
+    counted = runner.run(RunConfig(**FAST, min_duration_s=0, min_query_count=300), tmp_path)
+    assert "sizing" not in json.loads((counted.run_dir / "manifest.json").read_text())
+    assert counted.summary["harness"]["samples"] == 300
+
+
+def test_the_fix_an_invalid_offline_run_suggests_holds_when_applied(tmp_path: Path):
+    short = runner.run(RunConfig(**FAST, min_duration_s=1.0, offline_expected_qps=2000), tmp_path)
+    assert short.summary["validity"]["result"] == "INVALID"
+    (fix,) = [f for f in short.summary["validity"]["fixes"] if "offline_expected_qps" in f]
+    value = float(fix.split("≈ ")[1].split()[0].replace(",", ""))
+    fixed = runner.run(RunConfig(**FAST, min_duration_s=1.0, offline_expected_qps=value), tmp_path)
+    assert fixed.summary["validity"]["result"] == "VALID", (fix, fixed.summary["validity"])
