@@ -42,9 +42,10 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
             style = "green" if ours.get("success_rate") == 1 else "red"
         console.print(f"  [{style}]{line}[/]" if style else f"  {line}", highlight=False)
     sizing = (data.manifest or {}).get("sizing") if data is not None else None
-    if sizing:
-        console.print(f"  offline_expected_qps {fig.rate(sizing['offline_expected_qps'])}: a pilot's "
-                      f"{fig.rate(sizing['pilot_rate_per_s'])}/s x {sizing['margin']:g} (none was given)", highlight=False)
+    key = next((k for k in sizing or {} if k.endswith(("_qps", "_latency_ms"))), None)
+    if isinstance(sizing, dict) and key and isinstance(sizing.get("measured"), (int, float)):
+        measured = (f"{sizing['measured']:,.0f}/s x" if key.endswith("_qps") else f"p50 {sizing['measured']:.3g} ms /")
+        console.print(f"  {key} {sizing[key]:,g} = pilot {measured} {sizing['margin']:g} (none given)", highlight=False)
     for reason in val["reasons"]:
         console.print(f"  [red]why:[/] {reason}")
     for fix in val["fixes"]:

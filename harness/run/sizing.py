@@ -1,4 +1,5 @@
-"""Offline runs sized from a pilot when the user gave LoadGen no hint.
+"""Runs sized from a pilot when the user gave LoadGen no hint (Offline, and the expected
+latency of SingleStream and MultiStream).
 
 LoadGen's Offline query holds 1.1 x offline_expected_qps x min_duration samples. Left at
 LoadGen's default (1 sample/s) the query is a hundred-odd samples, over in milliseconds,
@@ -27,6 +28,8 @@ MARGIN = 1.5
 #: samples of the first pilot: enough to pass start-up on a tensor backend, few requests
 #: to an LLM (each can take seconds)
 FIRST_PILOT = {"tensor": 512, "stream": 16}
+#: queries of a SingleStream/MultiStream pilot: one at a time, so fewer
+FIRST_LATENCY_PILOT = {"tensor": 64, "stream": 8}
 #: a first pilot shorter than this measured start-up more than throughput: a second pilot
 #: then runs about SECOND_PILOT_S at the first one's rate
 TRUST_S = 0.25
@@ -38,15 +41,24 @@ class _Stopped(Exception):
     """A stop signal came during a pilot: the command stops, no timed run starts."""
 
 
-def needs_sizing(config: RunConfig) -> bool:
-    return (
-        config.scenario == "Offline"
-        and config.mode in ("PerformanceOnly", "SubmissionRun")
-        and config.offline_expected_qps is None
-        and config.min_duration_s != 0  # 0: LoadGen issues min_query_count samples; nothing to size
-        and not config.mlperf_conf
-        and not config.user_conf
-    )
+#: the hint LoadGen sizes each scenario's test from, when the user gave none
+HINTS = {"Offline": "offline_expected_qps", "SingleStream": "single_stream_expected_latency_ms",
+         "MultiStream": "multi_stream_expected_latency_ms"}
+
+
+def needs_sizing(config: RunConfig) -> str | None:
+    """The hint to measure for this config, or None when it needs none."""
+    key = HINTS.get(config.scenario)
+    if (
+        key is None
+        or config.mode not in ("PerformanceOnly", "SubmissionRun")
+        or getattr(config, key) is not None
+        or config.min_duration_s == 0  # LoadGen then issues min_query_count samples: nothing to size
+        or config.mlperf_conf
+        or config.user_conf
+    ):
+        return None
+    return key
 
 
 def _round_up(x: float) -> float:
@@ -57,39 +69,59 @@ def _round_up(x: float) -> float:
     return math.ceil(x / step) * step
 
 
-def _pilot(config: RunConfig, samples: int) -> tuple[float, float]:
-    """(samples/s, seconds) of an Offline pilot of `samples` samples of this config."""
+def _round_sig_down(x: float) -> float:
+    step = 10 ** (math.floor(math.log10(x)) - 1)
+    return math.floor(x / step) * step
+
+
+def _pilot(config: RunConfig, samples: int) -> tuple[dict[str, Any], float]:
+    """(summary, seconds) of a pilot of `samples` samples (queries) of this config."""
     from harness.run import runner
 
+    key = HINTS[config.scenario]
     pilot = config.model_copy(update={"name": f"{config.name[:58]}-pilot", "min_duration_s": 0.0,
-                                      "min_query_count": samples, "max_duration_s": None})
+                                      "min_query_count": samples, "max_duration_s": None, key: None})
     with tempfile.TemporaryDirectory(prefix="harness-pilot-") as tmp:
         outcome = runner.run(pilot, Path(tmp))
     if outcome.stopped_by:
         raise _Stopped(outcome.stopped_by)
-    rate = float(outcome.summary["loadgen"].get("throughput_per_s") or 0.0)
-    return rate, (samples / rate if rate > 0 else math.inf)
+    return outcome.summary, float(outcome.summary["timings_s"].get("test_s") or math.inf)
 
 
 def size_offline(config: RunConfig, kind: str) -> tuple[RunConfig, dict[str, Any] | None]:
-    """The config with `offline_expected_qps` from a pilot, and how it was found; the
-    config unchanged (and None) when it needs no sizing. A pilot that fails leaves the
-    config as it is: the timed run then fails the same way, in a folder the user keeps."""
-    if not needs_sizing(config):
+    """The config with its load hint from a pilot, and how it was found; the config
+    unchanged (and None) when it needs none. A pilot that fails leaves the config as it is:
+    the timed run then fails the same way, in a folder the user keeps.
+
+    Offline: offline_expected_qps = the pilot's rate x MARGIN. SingleStream/MultiStream:
+    LoadGen generates min_duration / expected latency queries, too few when the system is
+    faster than the hint, so the expected latency = the pilot's p50 / MARGIN."""
+    key = needs_sizing(config)
+    if key is None:
         return config, None
-    samples = FIRST_PILOT["tensor" if kind == "tensor" else "stream"]
+    offline = config.scenario == "Offline"
+    samples = (FIRST_PILOT if offline else FIRST_LATENCY_PILOT)["tensor" if kind == "tensor" else "stream"]
     try:
-        rate, took = _pilot(config, samples)
-        if 0 < took < TRUST_S:
+        summary, took = _pilot(config, samples)
+        rate = float(summary["loadgen"].get("throughput_per_s") or 0.0)
+        if offline and 0 < took < TRUST_S:
             samples = int(min(max(rate * SECOND_PILOT_S, samples), MAX_PILOT_SAMPLES))
-            rate, took = _pilot(config, samples)
+            summary, took = _pilot(config, samples)
+            rate = float(summary["loadgen"].get("throughput_per_s") or 0.0)
     except _Stopped as e:
-        raise RunError(f"stopped by {e} while sizing the Offline query, before the timed run") from e
+        raise RunError(f"stopped by {e} while sizing the test from a pilot, before the timed run") from e
     except HarnessError:
         return config, None
-    if rate <= 0:
+    if offline:
+        measured = rate
+        hint = _round_up(rate * MARGIN) if rate > 0 else None
+    else:
+        lat = summary["loadgen"].get("latency_ms") or {}
+        measured = lat.get("p50")
+        hint = _round_sig_down(measured / MARGIN) if measured else None
+    if not hint:
         return config, None
-    hint = _round_up(rate * MARGIN)
-    sizing = {"offline_expected_qps": hint, "pilot_samples": samples, "pilot_rate_per_s": rate,
-              "pilot_s": took, "margin": MARGIN, "why": "no offline_expected_qps given: sized from a pilot run"}
-    return config.model_copy(update={"offline_expected_qps": hint}), sizing
+    sizing = {key: hint, "measured": measured, "measured_as": "samples/s" if offline else "p50 latency (ms)",
+              "pilot_samples": samples, "pilot_s": took, "margin": MARGIN,
+              "why": f"no {key} given: sized from a pilot run"}
+    return config.model_copy(update={key: hint}), sizing

@@ -24,7 +24,7 @@ def test_an_offline_run_with_no_hint_is_sized_from_a_pilot_and_valid(tmp_path: P
     manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
     sizing = manifest["sizing"]
     hint = yaml.safe_load((outcome.run_dir / "run.yaml").read_text())["offline_expected_qps"]
-    assert hint == sizing["offline_expected_qps"] >= sizing["pilot_rate_per_s"] * MARGIN  # the value used, recorded
+    assert hint == sizing["offline_expected_qps"] >= sizing["measured"] * MARGIN  # the value used, recorded
     assert sizing["pilot_s"] >= 0.25  # a first pilot that only measured start-up was run again, longer
     # LoadGen issued the query the hint asks for, and it lasted past min_duration
     assert s["harness"]["samples"] >= round(1.1 * hint * 1.0)
@@ -51,3 +51,16 @@ def test_the_fix_an_invalid_offline_run_suggests_holds_when_applied(tmp_path: Pa
     value = float(fix.split("≈ ")[1].split()[0].replace(",", ""))
     fixed = runner.run(RunConfig(**FAST, min_duration_s=1.0, offline_expected_qps=value), tmp_path)
     assert fixed.summary["validity"]["result"] == "VALID", (fix, fixed.summary["validity"])
+
+
+def test_a_singlestream_run_with_no_expected_latency_is_sized_and_valid(tmp_path: Path):
+    # 2 ms a query: LoadGen's default expected latency would pre-generate too few queries
+    outcome = runner.run(RunConfig(backend="synthetic", scenario="SingleStream", min_duration_s=1.0,
+                                   backend_options={"service_time_ms": 2.0}), tmp_path)
+    s = outcome.summary
+    assert s["validity"]["result"] == "VALID", s["validity"]
+    sizing = json.loads((outcome.run_dir / "manifest.json").read_text())["sizing"]
+    assert 2.0 <= sizing["measured"] <= 3.0  # the pilot's p50, ms
+    assert sizing["single_stream_expected_latency_ms"] <= sizing["measured"] / MARGIN
+    assert yaml.safe_load((outcome.run_dir / "run.yaml").read_text())["single_stream_expected_latency_ms"] == \
+        sizing["single_stream_expected_latency_ms"]
