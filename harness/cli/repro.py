@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from harness.cli._common import console, err_console, handle_errors
+from harness.errors import EXIT_INCOMPLETE, EXIT_NEGATIVE
 from harness.report.check_view import render_check
 from harness.report.compare_view import comparison_text, render_comparison
 
@@ -177,6 +179,8 @@ def audit(test: str, config_file: Path | None, scenario: str | None, backend: st
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        console.print(f"[{'green' if result.passed else 'red'}]{result.message}[/]", highlight=False)
+        color = "green" if result.passed else "red" if result.conclusive else "yellow"
+        console.print(f"[{color}]{escape(result.message)}[/]", highlight=False)
         console.print(f"  [dim]{result.audit_dir}[/]")
-    sys.exit(0 if result.passed else 1)
+    # a refusal to judge is not a verdict: it exits as an incomplete run does
+    sys.exit(0 if result.passed else EXIT_NEGATIVE if result.conclusive else EXIT_INCOMPLETE)

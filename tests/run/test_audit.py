@@ -54,3 +54,29 @@ def test_test01_logged_outputs_match_accuracy_mode(tmp_path: Path, embedded_mode
     assert f["exact"] + f["within_tolerance"] == f["logged"]
     lg, _, _ = read_detail(Path(f["audit_run"]))
     assert lg["effective_accuracy_log_sampling_target"] == 50 and lg["effective_test_mode"] == "PerformanceOnly"
+
+
+def test_test04_sizes_an_unhinted_offline_run_and_passes_an_honest_sut(tmp_path: Path):
+    """The README's line, on an honest backend with no load hint: unsized, both sub-runs
+    were hundred-sample INVALID runs of milliseconds and 2 of 5 audits FAILED by chance."""
+    config = RunConfig(backend="synthetic", scenario="Offline", max_batch=16, workers=1, min_duration_s=0.5,
+                       backend_options={"per_sample_ms": 1.0})
+    result = run_audit("TEST04", config, tmp_path)
+    f = result.figures
+    assert result.conclusive and result.passed, result.message
+    assert f["sizing"]["offline_expected_qps"] > 0 and f["reference_validity"] == "VALID"
+    # both sub-runs ran the same sized test
+    ref_lg, _, _ = read_detail(Path(f["reference_run"]))
+    aud_lg, _, _ = read_detail(Path(f["audit_run"]))
+    assert ref_lg["effective_target_qps"] == aud_lg["effective_target_qps"] == f["sizing"]["offline_expected_qps"]
+
+
+def test_test04_refuses_to_judge_from_an_invalid_reference(tmp_path: Path):
+    out = subprocess.run([sys.executable, "-m", "harness", "audit", "TEST04", "--backend", "synthetic", "--scenario",
+                          "Offline", "--set", "per_sample_ms=1.0", "--set", "max_batch=16", "--set", "workers=1",
+                          "--set", "offline_expected_qps=20", "--set", "min_duration_s=0.5",
+                          "--output-dir", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 3, out.stdout + out.stderr  # not a verdict: neither pass (0) nor fail (1)
+    result = json.loads(out.stdout)
+    assert result["conclusive"] is False and result["passed"] is False
+    assert "reference run is INVALID" in result["message"] and "offline_expected_qps" in result["message"]
