@@ -52,7 +52,8 @@ def check(run_dir: Path, as_json: bool, no_dataset: bool) -> None:
 @click.command(short_help="Runs side by side: ratios to the first and a noise-aware gate.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--fail-if", "rules", multiple=True, metavar="RULE",
-              help='e.g. "throughput < -5%", "latency_p99 > +10%", "success_rate < -0.5pt"; exit 1 when one fires')
+              help='e.g. "throughput < -5%", "latency_p99 > +10%", "success_rate < -0.5pt" (capacity folders: '
+                   '"capacity < -5%"); exit 1 when one fires')
 @click.option("--expect", multiple=True, metavar="CATEGORY",
               help="categories allowed to differ (scenario, backend, dataset, model, harness, system; sweeps: "
                    "also axes); others exit 1")
