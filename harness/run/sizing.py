@@ -1,5 +1,5 @@
-"""Runs sized from a pilot when the user gave LoadGen no hint (Offline, and the expected
-latency of SingleStream and MultiStream).
+"""Runs of tensor backends sized from a pilot when the user gave LoadGen no hint (Offline,
+and the expected latency of SingleStream and MultiStream).
 
 LoadGen's Offline query holds 1.1 x offline_expected_qps x min_duration samples. Left at
 LoadGen's default (1 sample/s) the query is a hundred-odd samples, over in milliseconds,
@@ -25,11 +25,10 @@ from harness.config.run_config import RunConfig
 from harness.errors import HarnessError, RunError
 
 MARGIN = 1.5
-#: samples of the first pilot: enough to pass start-up on a tensor backend, few requests
-#: to an LLM (each can take seconds)
-FIRST_PILOT = {"tensor": 512, "stream": 16}
+#: samples of the first Offline pilot: enough to pass start-up
+FIRST_PILOT = 512
 #: queries of a SingleStream/MultiStream pilot: one at a time, so fewer
-FIRST_LATENCY_PILOT = {"tensor": 64, "stream": 8}
+FIRST_LATENCY_PILOT = 64
 #: a first pilot shorter than this measured start-up more than throughput: a second pilot
 #: then runs about SECOND_PILOT_S at the first one's rate
 TRUST_S = 0.25
@@ -97,10 +96,12 @@ def size_offline(config: RunConfig, kind: str) -> tuple[RunConfig, dict[str, Any
     LoadGen generates min_duration / expected latency queries, too few when the system is
     faster than the hint, so the expected latency = the pilot's p50 / MARGIN."""
     key = needs_sizing(config)
-    if key is None:
+    if key is None or kind != "tensor":
+        # A pilot's requests to a server (or a generative model) would warm its prompt
+        # cache for the timed run; there the INVALID run's fix, with its margin, says what to set.
         return config, None
     offline = config.scenario == "Offline"
-    samples = (FIRST_PILOT if offline else FIRST_LATENCY_PILOT)["tensor" if kind == "tensor" else "stream"]
+    samples = FIRST_PILOT if offline else FIRST_LATENCY_PILOT
     try:
         summary, took = _pilot(config, samples)
         rate = float(summary["loadgen"].get("throughput_per_s") or 0.0)
