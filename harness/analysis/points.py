@@ -72,8 +72,9 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         "loadgen_latency_ms": {k: (lg.get("latency_ms") or {}).get(k) for k in ("p50", "p99")},
         "latency_mean_ms": latency_mean,
         "latency_bound_ms": (eff.get("target_latency_ns") or 0) / 1e6 or None,
-        "ttft_bound_ms": (eff.get("ttft_latency_ns") or 0) / 1e6 or None,
-        "tpot_bound_ms": (eff.get("tpot_latency_ns") or 0) / 1e6 or None,
+        # LoadGen logs no effective TTFT/TPOT bound: the run's own settings are what it used
+        "ttft_bound_ms": config.get("ttft_latency_ms") if config.get("use_token_latencies") else None,
+        "tpot_bound_ms": config.get("tpot_latency_ms") if config.get("use_token_latencies") else None,
         "queue_ms": queue_mean,
         "queue_share": queue_share,
         "goodput_rate": goodput.get("rate"),

@@ -169,9 +169,10 @@ def latency_table(summary: dict[str, Any]) -> Table:
     name = "query latency" if per_query else "latency"
     rows = [[f"{name} {label(k)} (ms)", ms(lg["latency_ms"].get(k)), ms(mine.get(k))] for k in LATENCY_KEYS]
     es = lg.get("early_stopping_latency_ms") or {}
-    if es.get("single_stream") is not None:
+    # 0 is LoadGen's "not computed" (e.g. a Server run), not a measurement
+    if es.get("single_stream") and run["scenario"] == "SingleStream":
         rows.append(["early-stopping p90 estimate (ms)", ms(es["single_stream"]), ""])
-    if es.get("multi_stream") is not None and per_query:
+    if es.get("multi_stream") and per_query:
         rows.append(["early-stopping p99 estimate (ms)", ms(es["multi_stream"]), ""])
     if (summary.get("agreement") or {}).get("issue_delay_ms") is not None:
         rows.append(["LoadGen issue delay, mean (ms)", "", ms(summary["agreement"]["issue_delay_ms"])])

@@ -52,7 +52,15 @@ def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any]) -> tuple[li
     if lg.get("result_min_queries_met") is False:
         reasons.append(f"fewer queries than min_query_count ({eff.get('min_query_count')}) completed")
         fixes.append("raise min_duration_s, or lower min_query_count")
-    if lg.get("result_perf_constraints_met") is False and scenario == "Server":
+    token_bound = _token_bound(lg, eff) if lg.get("result_perf_constraints_met") is False and scenario == "Server" else None
+    if token_bound is not None:
+        # LoadGen judged TTFT or TPOT, not latency: target_latency_ms is its unused default here
+        name, got_ms, bound_ms, key = token_bound
+        pct = eff.get("target_latency_percentile") or 0.99
+        reasons.append(f"the {pct * 100:g}th percentile {name} {got_ms:.3g} ms exceeds the {bound_ms:g} ms bound "
+                       f"({key}) at {eff.get('target_qps') or 0:g} QPS target")
+        fixes.append(f"lower target_qps to ≈ {_round_sig((eff.get('target_qps') or 0) * 0.8):g}, or raise {key}")
+    elif lg.get("result_perf_constraints_met") is False and scenario == "Server":
         target_ms = (eff.get("target_latency_ns") or 0) / 1e6
         pct = eff.get("target_latency_percentile") or 0.99
         key = f"result_{pct * 100:.2f}_percentile_latency_ns"
@@ -74,14 +82,53 @@ def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any]) -> tuple[li
     if lg.get("result_perf_constraints_met") is False and scenario != "Server":
         reasons.append("LoadGen's performance constraints were not met")
     if lg.get("early_stopping_met") is False:
-        text = str(lg.get("early_stopping_result", "")).strip()
-        reasons.append(f"early stopping could not bound the percentile: {text}")
-        need = _need_queries(text)
-        fixes.append(f"raise min_query_count to ≥ {need}" if need else "run longer: raise min_duration_s")
+        # With token latencies LoadGen's verdict is in the TTFT and TPOT results instead
+        texts = [(what, str(lg.get(key) or "").strip()) for what, key in
+                 (("the percentile", "early_stopping_result"), ("the TTFT percentile", "early_stopping_ttft_result"),
+                  ("the TPOT percentile", "early_stopping_tpot_result"))]
+        texts = [(what, text) for what, text in texts if text] or [("the percentile", "LoadGen gave no detail")]
+        for what, text in texts:
+            reasons.append(f"early stopping could not bound {what}: {text}")
+        more = [n for n in (_more_queries(text) for _, text in texts) if n]
+        total = [n for n in (_need_queries(text) for _, text in texts) if n]
+        if more:
+            done = int(lg.get("result_query_count") or 0)
+            fixes.append(f"raise min_query_count to ≥ {done + max(more)} (LoadGen asks for {max(more)} more queries)")
+        elif total:
+            fixes.append(f"raise min_query_count to ≥ {max(total)}")
+        else:
+            fixes.append("run longer: raise min_duration_s")
     if not reasons:
         why = lg.get("result_invalid_reason") or "LoadGen gave no reason"
         reasons.append(str(why).strip())
     return reasons, fixes
+
+
+def _token_bound(lg: dict[str, Any], eff: dict[str, Any]) -> tuple[str, float, float, str] | None:
+    """(TTFT|TPOT, LoadGen's figure at the target percentile, the bound, its setting) when
+    LoadGen judged token latencies and one of them broke its bound."""
+    if not lg.get("requested_use_token_latencies"):
+        return None
+    pct = eff.get("target_latency_percentile") or 0.99
+    why = str(lg.get("result_invalid_reason") or "")
+    for name, result_key, bound_key, setting in (
+        ("TTFT", f"result_first_token_{pct * 100:.2f}_percentile_latency_ns", "requested_server_ttft_latency", "ttft_latency_ms"),
+        ("TPOT", f"result_time_per_output_token_{pct * 100:.2f}_percentile_ns", "requested_server_tpot_latency", "tpot_latency_ms"),
+    ):
+        got, bound = lg.get(result_key), lg.get(bound_key)
+        if isinstance(got, (int, float)) and isinstance(bound, (int, float)) and (got > bound or name in why):
+            return name, got / 1e6, bound / 1e6, setting
+    return None
+
+
+def _more_queries(text: str) -> int | None:
+    """'... Would need to run at least 4 more queries ...' -> 4."""
+    marker = "at least "
+    i = text.find(marker)
+    if i < 0 or "more queries" not in text:
+        return None
+    digits = "".join(ch for ch in text[i + len(marker):].split()[0] if ch.isdigit())
+    return int(digits) if digits else None
 
 
 def _need_queries(text: str) -> int | None:
