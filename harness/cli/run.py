@@ -130,8 +130,9 @@ def _run_all(configs: list[Any], sheet: Any, output_dir: Path, repeat: int, as_j
     show_default=True, help="csv/jsonl: the per-request records with stage times",
 )
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="write here (html default: RUN_DIR/report.html)")
+@click.option("--details", is_flag=True, help="terminal: every figure of the tokens section, not only the main ones")
 @handle_errors
-def report(run_dir: Path, fmt: str, output: Path | None) -> None:
+def report(run_dir: Path, fmt: str, output: Path | None, details: bool) -> None:
     """Report a finished run from its results folder alone (or a sweep from its folder)."""
     from harness.analysis.points import is_sweep, load_sweep
     from harness.report import write_report
@@ -155,7 +156,7 @@ def report(run_dir: Path, fmt: str, output: Path | None) -> None:
             err_console.print(f"wrote {output}", highlight=False)
         return
     if fmt == "terminal":
-        render(read_summary(run_dir), console, str(run_dir))
+        render(read_summary(run_dir), console, str(run_dir), details=details)
         return
     if output is None and fmt == "html":
         output = run_dir / REPORT_HTML

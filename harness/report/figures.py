@@ -94,6 +94,13 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
         speed += f", p99{per_query} {ms(lat)} ms"
     speed += f" · harness {rate(ours.get('throughput_per_s'))}/s succeeded"
     lines.append(speed)
+    official = metrics.from_summary(summary)
+    if summary.get("tokens") and official.get("ttft_p50") is not None:
+        # what a token run is about, LoadGen's figures where it has them (token latencies)
+        tpot = (f" · TPOT {ms(official['tpot_p50'])}/{ms(official['tpot_p99'])}"
+                if official.get("tpot_p50") is not None else "")
+        tps = f" · {rate(official['output_tokens_per_s'])} tok/s" if official.get("output_tokens_per_s") else ""
+        lines.append(f"TTFT p50/p99 {ms(official['ttft_p50'])}/{ms(official['ttft_p99'])} ms{tpot}{tps}")
     if run["scenario"] != "Offline" and lat and ours_lat and abs(ours_lat / lat - 1) > HEADLINE_TOLERANCE:
         # the official figure leads; ours is said for what it is, with the likely cause
         delay = (summary.get("agreement") or {}).get("issue_delay_ms")
@@ -162,12 +169,16 @@ def throughput_table(summary: dict[str, Any]) -> Table:
     return ["figure", "LoadGen", "harness"], rows
 
 
-def latency_table(summary: dict[str, Any]) -> Table:
+#: the latency rows of the default terminal view; --details (and every file format) has all
+BRIEF_LATENCY_KEYS = ("p50", "p90", "p99", "mean", "max")
+
+
+def latency_table(summary: dict[str, Any], keys: tuple[str, ...] = LATENCY_KEYS) -> Table:
     run, ours, lg = summary["run"], summary["harness"], summary["loadgen"]
     per_query = run["scenario"] == "MultiStream"
     mine = ours.get("query_latency_ms" if per_query else "latency_ms") or {}
     name = "query latency" if per_query else "latency"
-    rows = [[f"{name} {label(k)} (ms)", ms(lg["latency_ms"].get(k)), ms(mine.get(k))] for k in LATENCY_KEYS]
+    rows = [[f"{name} {label(k)} (ms)", ms(lg["latency_ms"].get(k)), ms(mine.get(k))] for k in keys]
     es = lg.get("early_stopping_latency_ms") or {}
     # 0 is LoadGen's "not computed" (e.g. a Server run), not a measurement
     if es.get("single_stream") and run["scenario"] == "SingleStream":
@@ -247,6 +258,71 @@ def _scalar(v: Any) -> str:
     if isinstance(v, bool) or v is None or isinstance(v, str):
         return str(v)
     return num(v, 3 if isinstance(v, float) and abs(v) < 10 else (1 if isinstance(v, float) else 0))
+
+
+#: the client's wait for a free slot is shown (TTFT from dispatch) once it is this share of TTFT
+CLIENT_QUEUE_SHOWN = 0.05
+
+
+def llm_tables(tokens: dict[str, Any]) -> list[Table]:
+    """The default view of a token run, in 80 columns: the latencies it is about (LoadGen's
+    first where it has them), then its rates and checks in words. Rows with no data are
+    left out; `tokens_tables` (report --details, and the HTML) shows every key."""
+    lg = tokens.get("loadgen") if isinstance(tokens.get("loadgen"), dict) else {}
+    cols = ("p50", "p90", "p99", "mean")
+    lat: list[list[str]] = []
+
+    def add(name: str, block: Any) -> None:
+        if _is_stats(block) and any(block.get(c) is not None for c in cols):
+            lat.append([name, *[ms(block.get(c)) for c in cols]])
+
+    add("TTFT (LoadGen)", lg.get("ttft_ms"))
+    add("TTFT", tokens.get("ttft_ms"))
+    issue, dispatch = tokens.get("ttft_ms") or {}, tokens.get("ttft_from_dispatch_ms") or {}
+    if issue.get("mean") and dispatch.get("mean") is not None and \
+            (issue["mean"] - dispatch["mean"]) > CLIENT_QUEUE_SHOWN * issue["mean"]:
+        add("TTFT from dispatch", dispatch)  # without the wait for a free in-flight slot
+    add("TPOT (LoadGen)", lg.get("tpot_ms"))
+    add("TPOT", tokens.get("tpot_ms"))
+    add("ITL", tokens.get("itl_ms"))
+    add("E2E", tokens.get("e2e_ms"))
+    tables: list[Table] = [(["latency (ms)", *cols], lat)] if lat else []
+    rows: list[list[str]] = []
+
+    def row(name: str, value: Any, text: str | None = None) -> None:
+        if value is not None:
+            rows.append([name, text if text is not None else _scalar(value)])
+
+    row("requests", tokens.get("requests"))
+    row("output tokens/s, total", tokens.get("output_tokens_per_s"), rate(tokens.get("output_tokens_per_s")))
+    row("output tokens/s, LoadGen", lg.get("output_tokens_per_s"), rate(lg.get("output_tokens_per_s")))
+    per_req = (tokens.get("request_output_tokens_per_s") or {}).get("p50")
+    row("output tokens/s per request (p50)", per_req, rate(per_req))
+    row("output tokens per request (mean)", tokens.get("output_tokens_per_request_mean"),
+        num(tokens.get("output_tokens_per_request_mean")))
+    row("input tokens/s", tokens.get("input_tokens_per_s"), rate(tokens.get("input_tokens_per_s")))
+    good = tokens.get("goodput") or {}
+    if good.get("requests") is not None:
+        per_s = f"{rate(good['per_s'])}/s, " if good.get("per_s") is not None else ""
+        share = f"{pct(good['rate'])}, " if good.get("rate") is not None else ""
+        row("goodput", good["requests"], f"{per_s}{share}{good['requests']:,} requests ({good.get('criterion')})")
+    for key, a in ((tokens.get("slo") or {}).get("attainment") or {}).items():
+        row(f"SLO {key} <= {a.get('target'):g}", a.get("rate"), pct(a.get("rate")))
+    v = tokens.get("validation") or {}
+    if v:
+        row("answers valid", v.get("rate"), f"{pct(v.get('rate'))} of {v.get('checked'):,} checked")
+    row("cached input tokens", tokens.get("cached_input_tokens"))
+    src = tokens.get("token_count_source") or {}
+    row("output counted from", ", ".join(f"{k} {n:,}" for k, n in src.items()) or None)
+    mm = tokens.get("mismatch") or {}
+    if mm.get("requests_differing"):
+        row("server/client count differ", mm["requests_differing"],
+            f"{mm['requests_differing']:,} of {mm['requests_compared']:,} requests (x{mm.get('server_over_client') or 0:.3f})")
+    if tokens.get("requests_retried"):
+        row("requests retried", tokens["requests_retried"])
+    if rows:
+        tables.append((["figure", "value"], rows))
+    return tables
 
 
 def tokens_tables(tokens: dict[str, Any]) -> list[Table]:

@@ -27,7 +27,7 @@ def rich_table(title: str, spec: fig.Table) -> Table:
     return table
 
 
-def render(summary: dict[str, Any], console: Console, run_dir: str | None = None) -> None:
+def render(summary: dict[str, Any], console: Console, run_dir: str | None = None, details: bool = False) -> None:
     from harness.analysis.run_data import load_run
 
     data = load_run(Path(run_dir), summary) if run_dir and Path(run_dir).is_dir() else None
@@ -53,7 +53,7 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
 
     console.print(rich_table("throughput", fig.throughput_table(summary)))
     if run["scenario"] != "Offline" and ours.get("samples"):
-        console.print(rich_table("latency", fig.latency_table(summary)))
+        console.print(rich_table("latency", fig.latency_table(summary, fig.LATENCY_KEYS if details else fig.BRIEF_LATENCY_KEYS)))
     if data is not None and data.breakdown:
         bd = data.breakdown
         dominant = bd["dominant"]
@@ -71,7 +71,8 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         console.print(rich_table("breakdown", (["stage", "harness"], rows)))
     tokens = summary.get("tokens")
     if isinstance(tokens, dict):
-        for spec in fig.tokens_tables(tokens):
+        # the figures a token run is about; --details: every key of the section
+        for spec in fig.tokens_tables(tokens) if details else fig.llm_tables(tokens):
             console.print(rich_table("tokens", spec))
     acc = summary.get("accuracy")
     if acc and acc.get("metric"):

@@ -51,3 +51,60 @@ def test_low_rates_keep_three_significant_figures():
     assert rows["offered by LoadGen (samples/s)"] == "0.140" and rows["completed (samples/s)"] == "0.148"
     assert rows["succeeded (samples/s)"] == "1,234"
     assert [fig.rate(v) for v in (None, 0.0, 12.34, 456.7)] == ["—", "0", "12.3", "457"]
+
+
+def test_every_default_view_fits_80_columns_with_no_cut_figure_and_no_none_row(tmp_path: Path):
+    """#16 item 7: an Offline, a Server and an LLM run rendered on an 80-column console."""
+    import re
+
+    from harness.config.run_config import RunConfig
+    from harness.report.terminal import render
+    from harness.run import runner
+    from tests.support.report_runs import http_token_run
+
+    runs = [
+        runner.run(RunConfig(backend="synthetic", scenario="Offline", max_batch=16, min_duration_s=0.3,
+                             backend_options={"per_sample_ms": 0.05}), tmp_path).run_dir,
+        runner.run(RunConfig(backend="synthetic", scenario="Server", target_qps=200, min_duration_s=0.5,
+                             min_query_count=100, backend_options={"service_time_ms": 1.0}), tmp_path).run_dir,
+        http_token_run(tmp_path / "llm"),
+    ]
+    import json
+
+    for run_dir in runs:
+        console = Console(width=80, record=True, color_system=None)
+        render(json.loads((run_dir / "summary.json").read_text()), console, str(run_dir))
+        text = console.export_text()
+        for line in text.splitlines():
+            assert len(line.rstrip()) <= 80, line
+            assert not re.search(r"\d…|…\d", line), f"a figure was cut: {line!r}"
+            assert not re.search(r"\bNone\b", line), f"a row with no data: {line!r}"
+        if (run_dir / "tokens.jsonl").exists():
+            # the LLM view leads with what such a run is about
+            assert "TTFT p50/p99" in text.splitlines()[2] and "TPOT" in text and "ITL" in text and "E2E" in text
+            assert "output tokens/s, total" in text
+
+
+def test_the_llm_view_shows_ttft_from_dispatch_when_requests_wait_for_a_slot(tmp_path: Path):
+    """#16 item 5: Offline with max_in_flight 2 queues 10 of 12 requests in the client; TTFT
+    from issue then counts that wait, TTFT from dispatch is the server's 40 ms."""
+    import json
+
+    from harness.config.run_config import RunConfig
+    from harness.report.terminal import render
+    from harness.run import runner
+    from tests.support.http_servers import ServerThread, Timing, openai_app
+
+    with ServerThread(openai_app(Timing(ttft_ms=40, tpot_ms=2, tokens=4))) as srv:
+        run_dir = runner.run(RunConfig(backend="http", scenario="Offline", dataset="synthetic:isl=8,osl=4,n=12",
+                                       backend_options={"protocol": "openai-chat", "url": srv.url + "/v1",
+                                                        "max_in_flight": 2},
+                                       min_duration_s=0, min_query_count=12), tmp_path).run_dir
+    summary = json.loads((run_dir / "summary.json").read_text())
+    console = Console(width=80, record=True, color_system=None)
+    render(summary, console, str(run_dir))
+    rows = {line.split("  ")[0].strip(): line for line in console.export_text().splitlines() if line.startswith("TTFT")}
+    assert "TTFT from dispatch" in rows, rows
+    p50 = float(rows["TTFT from dispatch"].split()[3])
+    assert 40 <= p50 < 40 * 1.3  # the server's time to first token
+    assert summary["tokens"]["ttft_ms"]["p50"] > 2 * p50  # from issue: mostly the wait for a slot

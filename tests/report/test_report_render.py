@@ -35,9 +35,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     return runs
 
 
-def _terminal(run: Path) -> str:
+def _terminal(run: Path, details: bool = False) -> str:
     buf = io.StringIO()
-    render(load_summary(run), Console(file=buf, width=200, color_system=None), str(run))
+    render(load_summary(run), Console(file=buf, width=200, color_system=None), str(run), details=details)
     return buf.getvalue()
 
 
@@ -59,12 +59,15 @@ def test_terminal_verdict_first_then_breakdown_and_cost(runs, kind):
     assert "per successful task" in text and "per request" in text
     assert f"{data.summary['harness']['latency_ms']['p99']:.3f}" in text
     if kind != "failures":
-        assert "ttft_ms" in text and f"{data.summary['tokens']['ttft_ms']['p50']:.3f}" in text
-    assert ("goodput: criterion" in text) == (kind == "tokens")
+        # the LLM view names its rows in words (every key: --details)
+        assert "TTFT " in text and f"{data.summary['tokens']['ttft_ms']['p50']:.3f}" in text
+        details = _terminal(runs[kind], details=True)
+        assert "ttft_ms" in details and f"{data.summary['tokens']['ttft_ms']['p50']:.3f}" in details
+    assert ("goodput" in text) == (kind == "tokens")
     if kind == "http":
         # 10 ms to the first token, then 11 tokens x 2 ms: generation dominates.
         assert "generation ◀ dominant" in text
-        assert "ttft_ms (LoadGen)" in text
+        assert "TTFT (LoadGen)" in text and "ttft_ms (LoadGen)" in _terminal(runs[kind], details=True)
 
 
 @pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
