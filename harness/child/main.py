@@ -158,7 +158,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     else:
         # Tensor answers over the event loop (KServe v2) are scored like local ones.
         response_format = getattr(sut_factory, "response_format", None)
-    warmup_s = time.perf_counter() - t0
+    # streaming: the warm-up requests ran in build_streaming, timed there
+    warmup_s = time.perf_counter() - t0 if sut_factory is None else sut_factory.warmup_s
 
     # A sample is a query in SingleStream and Server only, so only there do written samples count towards it.
     progress = Progress(config.min_duration_s, config.min_query_count if config.scenario in ("SingleStream", "Server") else None)

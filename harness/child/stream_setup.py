@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,7 @@ class StreamingFactory:
         warm_output: Any,
     ) -> None:
         self.config = config
+        self.warmup_s = 0.0
         self.backend = backend
         self.dataset = dataset
         self.runner = runner
@@ -137,8 +139,11 @@ def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int) 
         source = build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
     dataset = PreparedDataset(source, backend.prepare)
     runner = EventLoopThread()
+    t0 = time.perf_counter()
     output = runner.run(_warmup(backend, dataset, backend.options.warmup_requests))
-    return dataset, StreamingFactory(config, backend, dataset, runner, output)
+    factory = StreamingFactory(config, backend, dataset, runner, output)
+    factory.warmup_s = time.perf_counter() - t0  # the child reports it as the run's warm-up
+    return dataset, factory
 
 
 async def _warmup(backend: StreamingBackend, dataset: Dataset, n: int) -> Any:
