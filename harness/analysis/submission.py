@@ -75,6 +75,7 @@ class SubmissionResult:
     broken: list[str]
     written: bool
     files: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # arguments that are not runs, and why
 
 
 def official_settings(benchmark: str, scenario: str) -> dict[str, int]:
@@ -94,6 +95,28 @@ def official_settings(benchmark: str, scenario: str) -> dict[str, int]:
     if data.pop("rc") != 0:
         raise HarnessError("LoadGen rejected an empty user.conf while reading its mlperf.conf")
     return data
+
+
+def _runs_only(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """The run folders among `paths` (as `results/*` expands), and what was skipped, why.
+    A file (a README) or a sweep/repeat folder is not a run: it is named, not an error."""
+    runs, skipped = [], []
+    for p in paths:
+        if not p.is_dir():
+            skipped.append(f"{p.name}: not a folder" if p.exists() else f"{p}: does not exist")
+        elif (p / folder.RUN_CONFIG).is_file():
+            runs.append(p)
+        elif (p / folder.SWEEP).is_file() or (p / folder.AGGREGATE).is_file():
+            skipped.append(f"{p.name}: a sweep or repeat folder; pass the runs inside it")
+        else:
+            skipped.append(f"{p.name}: not a results folder (no {folder.RUN_CONFIG})")
+    return runs, skipped
+
+
+def _rule_group(rule: str) -> tuple[str, str]:
+    """Rules grouped by the run or benchmark/scenario they name, so a list reads by subject."""
+    head, _, rest = rule.partition(": ")
+    return head, rest
 
 
 def _load(run_dir: Path) -> RunData:
@@ -251,8 +274,9 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
                      force: bool = False) -> SubmissionResult:
     if division not in DIVISIONS:
         raise ConfigError(f"--division {division!r}: use one of {', '.join(DIVISIONS)}")
+    run_dirs, skipped = _runs_only(run_dirs)
     if not run_dirs:
-        raise ConfigError("submission needs at least one results folder")
+        raise ConfigError("submission needs at least one results folder" + (f" ({'; '.join(skipped)})" if skipped else ""))
     user, _ = read_yaml(system_desc)
     runs = [_load(d) for d in run_dirs]
     desc = system_description(runs, user, division, org)
@@ -260,7 +284,8 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
     root = out / division / _slug(org)
     if broken and not force:
         raise SubmissionRefused(
-            f"{len(broken)} MLPerf rule(s) broken, nothing written (--force writes a marked folder): " + " | ".join(broken)
+            f"{len(broken)} MLPerf rule(s) broken, nothing written (--force writes a marked folder):\n"
+            + "\n".join(f"  - {rule}" for rule in sorted(broken, key=_rule_group))
         )
     if root.exists() and any(root.iterdir()):
         raise OutputError(f"{root} already holds files: pass an empty -o folder")
@@ -303,7 +328,7 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
         + "\nValidate with MLCommons' submission checker before submitting.\n")
     if broken:
         put(root / "NOT_FOR_SUBMISSION.txt", mark)
-    return SubmissionResult(root, broken, True, files)
+    return SubmissionResult(root, broken, True, files, skipped)
 
 
 def _scenario_readme(r: RunData, mark: str) -> str:

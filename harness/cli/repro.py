@@ -146,6 +146,8 @@ def submission(run_dirs: tuple[Path, ...], org: str, division: str, system_desc:
     from harness.analysis.submission import write_submission
 
     result = write_submission(list(run_dirs), org, division, system_desc, output, force)
+    for note in result.skipped:
+        err_console.print(f"[dim]skipped:[/] {note}", highlight=False, soft_wrap=True)
     for rule in result.broken:
         err_console.print(f"[yellow]rule broken:[/] {rule}", highlight=False, soft_wrap=True)
     state = "[red]marked NOT_FOR_SUBMISSION[/]" if result.broken else "[green]all checked rules met[/]"

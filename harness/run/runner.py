@@ -140,7 +140,11 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
     if error and error.get("harness_error") and not summary["harness"].get("samples"):
         # A configuration or model problem found before the test started: one clear line,
         # raised as the type the child raised, so library callers can catch ModelError.
-        err: HarnessError = BY_NAME.get(error.get("type", ""), HarnessError)(f"{error['message']} (results folder: {run_dir})")
+        # The folder moves under .failed/, which `results/*` globs skip: it holds no run.
+        kept = _set_aside(run_dir, output_root)
+        err: HarnessError = BY_NAME.get(error.get("type", ""), HarnessError)(
+            f"{error['message']} (the attempt's files: {kept})"
+        )
         err.child_traceback = error.get("traceback")  # type: ignore[attr-defined]
         raise err
     if status["status"] != "complete" and error and not error.get("harness_error"):
@@ -149,6 +153,21 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
         err.child_traceback = error.get("traceback")  # type: ignore[attr-defined]
         raise err
     return RunOutcome(run_dir, summary, stopped_by)
+
+
+FAILED_DIR = ".failed"
+
+
+def _set_aside(run_dir: Path, output_root: Path) -> Path:
+    """Move the folder of a run that never started to OUTPUT/.failed/ (where it cannot be
+    mistaken for a run), and return where it is; where the move fails, it stays put."""
+    target = output_root / FAILED_DIR / run_dir.name
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        run_dir.rename(target)
+        return target
+    except OSError:
+        return run_dir
 
 
 def _finish(run_dir: Path, rc: int | None, status: dict[str, Any], manifest: dict[str, Any]) -> tuple[dict, dict, dict | None]:

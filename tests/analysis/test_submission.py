@@ -130,3 +130,26 @@ def test_cli_refuses_with_exit_1(runs, system_yaml, tmp_path):
         capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 1 and "rule(s) broken" in out.stderr
+
+
+def test_a_results_glob_skips_what_is_not_a_run_and_lists_rules_one_per_line(runs, system_yaml, tmp_path):
+    """#16 item 13: `harness submission ... results/*` met results/README.md and stopped;
+    with `results/*/` it printed every broken rule on one line."""
+    root = runs["perf"].parent
+    (root / "README.md").write_text("notes about these runs\n")
+    (root / "not-a-run").mkdir(exist_ok=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "harness", "submission", "--org", "Acme", "--division", "open", "--system-desc",
+         str(system_yaml), *sorted(str(p) for p in root.iterdir()), "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 1, out.stderr  # the runs' own rules, as before: not the README
+    assert "README.md" not in out.stderr.split("rule(s) broken")[1]
+    rules = [line for line in out.stderr.splitlines() if line.startswith("  - ")]
+    assert rules and len(rules) == int(out.stderr.split(" MLPerf rule(s)")[0].split()[-1])
+    assert all(len(r) < 400 for r in rules)
+    from harness.analysis.submission import _runs_only
+
+    result_dirs, skipped = _runs_only([root / "README.md", root / "not-a-run", runs["perf"]])
+    assert result_dirs == [runs["perf"]]
+    assert skipped == ["README.md: not a folder", "not-a-run: not a results folder (no run.yaml)"]

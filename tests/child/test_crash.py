@@ -84,9 +84,13 @@ def test_the_child_error_type_and_traceback_reach_the_parent(tmp_path):
     config = RunConfig(backend="onnxruntime", model=str(model), scenario="Offline")
     with pytest.raises(ModelError) as e:  # not a bare HarnessError: a library caller can catch it
         runner.run(config, tmp_path / "results")
-    assert "results folder" in str(e.value)
+    assert "the attempt's files: " in str(e.value)
     assert "backends/onnxruntime.py" in e.value.child_traceback  # the child's frames, not the parent's
-    (run_dir,) = (tmp_path / "results").iterdir()
+    # A run that never started leaves no folder among the runs: it is set aside under
+    # .failed/, which `results/*` skips, with the error that stopped it.
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [".failed"]
+    (run_dir,) = (tmp_path / "results" / ".failed").iterdir()
+    assert str(run_dir) in str(e.value)
     error = json.loads((run_dir / "error.json").read_text())
     assert error["type"] == "ModelError" and error["harness_error"] is True
 
