@@ -312,6 +312,10 @@ def llm_tables(tokens: dict[str, Any]) -> list[Table]:
     if v:
         row("answers valid", v.get("rate"), f"{pct(v.get('rate'))} of {v.get('checked'):,} checked")
     row("cached input tokens", tokens.get("cached_input_tokens"))
+    rep = tokens.get("repeated_prompts") or {}
+    if rep.get("repeats"):
+        row("repeated prompts", rep["repeats"],
+            f"{rep['repeats']:,} of {rep['requests']:,} requests sent a prompt sent before (a prompt cache may serve them)")
     src = tokens.get("token_count_source") or {}
     row("output counted from", ", ".join(f"{k} {n:,}" for k, n in src.items()) or None)
     mm = tokens.get("mismatch") or {}

@@ -86,3 +86,19 @@ def test_expected_and_observed_prompt_cache_reuse(run_harness):
     dataset = s["dataset"]["prefix"]
     assert dataset["groups"] == 3 and dataset["expected_reusable_fraction"] == 9 * 30 / (12 * 40)
     assert json.loads((run_dir / "tokens.jsonl").read_text().splitlines()[0])["cached_tokens"] is not None
+
+
+def test_timed_requests_that_repeat_a_prompt_are_counted(run_harness):
+    """#16 item 17: LoadGen samples with replacement; 24 requests over 6 prompts repeat 18."""
+    from harness.results.records import read_records
+
+    with ServerThread(caching_app()) as srv:
+        run_dir, s = run_harness(
+            backend="http", scenario="Offline", dataset="synthetic:isl=8,osl=2,n=6",
+            backend_options={"protocol": "openai-completions", "url": f"{srv.url}/v1", "stream": False},
+            min_duration_s=0, min_query_count=24,
+        )  # fmt: skip
+    rep = s["tokens"]["repeated_prompts"]
+    indices = read_records(run_dir).columns["sample_index"]
+    assert rep["requests"] == 24 and rep["distinct_prompts"] == len(set(indices.tolist())) <= 6
+    assert rep["repeats"] == 24 - rep["distinct_prompts"] >= 18
