@@ -3,10 +3,21 @@ from sweep.json alone (harness.run.sweep)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from harness.analysis.points import bound_of_invalid, verdict
-from harness.report.figures import Table, ms, rate
+from harness.report.figures import Table, rate
+
+
+def ms(v: float | None) -> str:
+    """A latency in 4 significant figures at most (3,468, 52.4, 5.02): a sweep's table holds
+    up to five of them a row, and must fit 80 columns without cutting one."""
+    if v is None:
+        return "—"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{max(0, 2 - int(math.floor(math.log10(abs(v)))))}f}" if v else "0"
 
 ROLE_LABEL = {"pilot": "pilot", "try": "try", "point": ""}
 
@@ -25,7 +36,8 @@ def points_table(data: dict[str, Any], attainment: float | None = None) -> Table
     share, and the verdict (VALID/INVALID, or pass/fail for a capacity try)."""
     names = _value_columns(data)
     tokens = has_tokens(data)
-    header = ["#", *names, "done/s", "p50 ms", "p99 ms"]
+    # a token sweep trades p50 for TTFT and TPOT p99: the row must still fit 80 columns
+    header = ["#", *names, "done/s", *([] if tokens else ["p50 ms"]), "p99 ms"]
     header += ["TTFT p99", "TPOT p99"] if tokens else []
     header += ["ok %", "queue", "verdict"]
     rows = []
@@ -35,10 +47,11 @@ def points_table(data: dict[str, Any], attainment: float | None = None) -> Table
         values = p.get("values") or {}
         cells = [label, *[str(values.get(n, "")) if p.get("role") != "pilot" else "" for n in names]]
         if p.get("status") == "crashed":
-            rows.append([*cells, "—", "—", "—", *(["—", "—"] if tokens else []), "—", "—", "crashed"])
+            rows.append([*cells, *["—"] * (len(header) - len(cells) - 1), "crashed"])
             continue
         pilot = p.get("role") == "pilot"  # its latency is an Offline query's, not a request's
-        cells += [rate(p.get("completed_per_s")), *(["—", "—"] if pilot else [ms(m.get("latency_p50")), ms(m.get("latency_p99"))])]
+        lat = [] if tokens else [m.get("latency_p50")]
+        cells += [rate(p.get("completed_per_s")), *(["—"] * (len(lat) + 1) if pilot else [ms(v) for v in (*lat, m.get("latency_p99"))])]
         if tokens:
             cells += ["—", "—"] if pilot else [ms(m.get("ttft_p99")), ms(m.get("tpot_p99"))]
         ok = m.get("success_rate")

@@ -45,8 +45,10 @@ SWEEP_JSON = folder.SWEEP
 DATASET_AXES = ("isl", "osl", "prefix_len", "prefix_groups", "n")
 #: `target_qps=auto`: these fractions of the pilot's Offline throughput, walked upward
 AUTO_FRACTIONS = (0.1, 0.25, 0.5, 0.7, 0.85, 1.0, 1.15)
-#: an Offline pilot issues this many samples unless the base config asks for more
-PILOT_SAMPLES = (256, 2048)
+#: an Offline pilot issues the base config's min_query_count, within these bounds (256
+#: when it sets none): a Server config's query count is sized for its tries already,
+#: and an LLM's 32 requests are minutes, where a tensor model's 2,048 samples are a second
+PILOT_SAMPLES = (16, 256, 2048)
 # A point whose run failed in one of these ways is recorded as crashed and the sweep goes
 # on; any other error (a full disk, an unwritable folder) ends the sweep.
 POINT_ERRORS = (RunError, BackendError, ModelError, DatasetError)
@@ -127,7 +129,8 @@ class Grid:
 
 def pilot_values(base: RunConfig) -> dict[str, str]:
     """An Offline pass of the same config: the throughput that a rate search starts from."""
-    count = min(max(base.min_query_count or 0, PILOT_SAMPLES[0]), PILOT_SAMPLES[1])
+    low, default, high = PILOT_SAMPLES
+    count = min(max(base.min_query_count or default, low), high)
     return {"scenario": "Offline", "min_query_count": str(count), "min_duration_s": "0"}
 
 
