@@ -19,7 +19,7 @@ def ms(v: float | None) -> str:
         return f"{v:,.0f}"
     return f"{v:.{max(0, 2 - int(math.floor(math.log10(abs(v)))))}f}" if v else "0"
 
-ROLE_LABEL = {"pilot": "pilot", "try": "try", "point": ""}
+ROLE_LABEL = {"pilot": "pilot", "try": "", "point": ""}  # a search's rows are all tries but one
 
 
 def _value_columns(data: dict[str, Any]) -> list[str]:
@@ -39,7 +39,9 @@ def points_table(data: dict[str, Any], attainment: float | None = None) -> Table
     # a token sweep trades p50 for TTFT and TPOT p99: the row must still fit 80 columns
     header = ["#", *names, "done/s", *([] if tokens else ["p50 ms"]), "p99 ms"]
     header += ["TTFT p99", "TPOT p99"] if tokens else []
-    header += ["ok %", "queue", "verdict"]
+    # the client-side queue share says something only where requests waited in the client
+    queued = any((p.get("queue_share") or 0) >= 0.005 for p in data["points"] if p.get("role") != "pilot")
+    header += ["ok %", *(["queue"] if queued else []), "verdict"]
     rows = []
     for p in data["points"]:
         m = p.get("metrics") or {}
@@ -55,7 +57,9 @@ def points_table(data: dict[str, Any], attainment: float | None = None) -> Table
         if tokens:
             cells += ["—", "—"] if pilot else [ms(m.get("ttft_p99")), ms(m.get("tpot_p99"))]
         ok = m.get("success_rate")
-        cells += ["—" if ok is None else f"{ok:.1f}", "—" if p.get("queue_share") is None else f"{p['queue_share']:.0%}"]
+        cells.append("—" if ok is None else "100" if ok == 100 else f"{ok:.1f}")
+        if queued:
+            cells.append("—" if p.get("queue_share") is None else f"{p['queue_share']:.0%}")
         cells.append(_verdict_cell(p, data, attainment))
         rows.append(cells)
     return header, rows
@@ -80,7 +84,10 @@ _SHORT = {"early stopping": "early stop", "p99 latency": "p99", "latency bound":
 
 
 def _short(bound: str | None) -> str:
-    return _SHORT.get(bound or "", (bound or "").replace("SLO ", "slo "))
+    text = bound or ""
+    if text.startswith("SLO "):  # "SLO ttft_ms" -> "ttft SLO"
+        return f"{text[4:].removesuffix('_ms')} SLO"
+    return _SHORT.get(text, text)
 
 
 def capacity_lines(data: dict[str, Any]) -> list[str]:
