@@ -226,13 +226,25 @@ def evaluate(rule: Rule, base: Side, other: Side) -> RuleResult:
     return RuleResult(rule, other.label, change, True, "past the threshold (single runs: spread unknown)")
 
 
-@dataclass
-class Comparison:
-    sides: list[Side]
-    diffs: list[Difference]
-    verdict: str
-    rules: list[RuleResult]
-    unexpected: list[str]  # categories that differ though not allowed by `expect`
+def gate_outcome(rules: list[Any], unexpected: list[str]) -> str:
+    """The gate's answer in one line (runs and sweeps alike): FAIL with the rules that fired
+    or the differences --expect did not allow, PASS, or that no rule was given."""
+    fired = [r for r in rules if r.fired]
+    if fired:
+        return f"FAIL: {len(fired)} of {len(rules)} rules fired ({', '.join(r.rule.text for r in fired)})"
+    if unexpected:
+        return f"FAIL: differences outside --expect ({', '.join(unexpected)})"
+    if rules:
+        return f"PASS: none of {len(rules)} rules fired"
+    return "no --fail-if rule given: figures only"
+
+
+class Gated:
+    """What a comparison of runs and one of sweeps share: their gate's verdict, from the
+    `rules` evaluated and the `unexpected` differences (fields of the dataclass below)."""
+
+    rules: list[Any]
+    unexpected: list[str]
 
     @property
     def failed(self) -> bool:
@@ -241,14 +253,17 @@ class Comparison:
     @property
     def outcome(self) -> str:
         """The gate's answer in one line, the first thing a reader sees."""
-        fired = [r for r in self.rules if r.fired]
-        if fired:
-            return f"FAIL: {len(fired)} of {len(self.rules)} rules fired ({', '.join(r.rule.text for r in fired)})"
-        if self.unexpected:
-            return f"FAIL: differences outside --expect ({', '.join(self.unexpected)})"
-        if self.rules:
-            return f"PASS: none of {len(self.rules)} rules fired"
-        return "no --fail-if rule given: figures only"
+        return gate_outcome(self.rules, self.unexpected)
+
+
+@dataclass
+class Comparison(Gated):
+    sides: list[Side]
+    diffs: list[Difference]
+    verdict: str
+    rules: list[RuleResult]
+    unexpected: list[str]  # categories that differ though not allowed by `expect`
+
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -39,6 +39,7 @@ from harness.analysis.compare import (
     _RULE,
     CATEGORIES,
     Difference,
+    Gated,
     Rule,
     RuleResult,
     differences,
@@ -421,7 +422,7 @@ def evaluate_points(rule: Rule, pairs: list[PointPair], side: str) -> RuleResult
 
 
 @dataclass
-class SweepComparison:
+class SweepComparison(Gated):
     sides: list[SweepSide]
     diffs: list[Difference]
     verdict: str
@@ -441,20 +442,6 @@ class SweepComparison:
     def matched(self) -> list[PointPair]:
         return [p for p in self.pairs if p.matched]
 
-    @property
-    def failed(self) -> bool:
-        return any(r.fired for r in self.rules) or bool(self.unexpected)
-
-    @property
-    def outcome(self) -> str:
-        fired = [r for r in self.rules if r.fired]
-        if fired:
-            return f"FAIL: {len(fired)} of {len(self.rules)} rules fired ({', '.join(r.rule.text for r in fired)})"
-        if self.unexpected:
-            return f"FAIL: differences outside --expect ({', '.join(self.unexpected)})"
-        if self.rules:
-            return f"PASS: none of {len(self.rules)} rules fired"
-        return "no --fail-if rule given: figures only"
 
     def capacity_line(self) -> str | None:
         """The headline of a capacity comparison in one line."""

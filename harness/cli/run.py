@@ -139,27 +139,19 @@ def report(run_dir: Path, fmt: str, output: Path | None, details: bool) -> None:
     from harness.report.terminal import render
     from harness.results.summary import read_summary
 
-    if is_sweep(run_dir):
-        if fmt == "terminal":
+    sweep = is_sweep(run_dir)
+    if fmt == "terminal":
+        if sweep:
             from harness.report.sweep_view import render_sweep
 
             render_sweep(load_sweep(run_dir), console, run_dir)
-            return
-        from harness.report.sweep_report import write_sweep_report
-
-        if output is None and fmt == "html":
-            output = run_dir / REPORT_HTML
-        text = write_sweep_report(run_dir, fmt, output)
-        if output is None:
-            click.echo(text, nl=False)
         else:
-            err_console.print(f"wrote {output}", highlight=False)
-        return
-    if fmt == "terminal":
-        render(read_summary(run_dir), console, str(run_dir), details=details)
+            render(read_summary(run_dir), console, str(run_dir), details=details)
         return
     if output is None and fmt == "html":
         output = run_dir / REPORT_HTML
+    if sweep:
+        from harness.report.sweep_report import write_sweep_report as write_report
     text = write_report(run_dir, fmt, output)
     if output is None:
         click.echo(text, nl=False)

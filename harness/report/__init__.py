@@ -38,6 +38,11 @@ def write_report(run_dir: Path, fmt: str, out: Path | None = None) -> str:
         text = records_csv(data) if fmt == "csv" else records_jsonl(data)
     else:
         raise OutputError(f"unknown report format {fmt!r}; formats: {', '.join(FORMATS)}")
+    return write_out(text, out)
+
+
+def write_out(text: str, out: Path | None) -> str:
+    """`text`, also written to `out` when given (one clear error when it cannot be)."""
     if out is not None:
         try:
             out.write_text(text)

@@ -19,6 +19,7 @@ from harness.analysis.diagnosis import diagnose
 from harness.analysis.points import load_sweep
 from harness.errors import OutputError
 from harness.report import sweep_figures as sf
+from harness.report import write_out
 from harness.report.figures import Table
 from harness.report.html import _CSS, _e, _section, _table
 from harness.report.markdown import _table as md_table
@@ -106,9 +107,4 @@ def write_sweep_report(sweep_dir: Path, fmt: str, out: Path | None = None) -> st
         text = render_json(data)
     else:
         raise OutputError(f"a sweep folder reports as {', '.join(FORMATS)} or terminal, not {fmt!r}")
-    if out is not None:
-        try:
-            out.write_text(text)
-        except OSError as e:
-            raise OutputError(f"cannot write report {out}: {e.strerror}") from e
-    return text
+    return write_out(text, out)
