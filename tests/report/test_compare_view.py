@@ -51,3 +51,9 @@ def test_bracketed_values_survive_and_lines_fit(pair, embedded_model, tmp_path):
     comparison = compare([ort, pair[0]])
     assert "[null, 10]" in "\n".join(render(comparison, width=250))
     assert all(len(line) <= 80 for line in render(comparison))
+    # #16 item 9: settings only one side has are one wrapped line per category, not a
+    # `null vs value` table row each (there were ~30)
+    text = render(comparison)
+    one_sided = [line for line in text if line.startswith("  backend: only ")]
+    assert len(one_sided) == 2, text
+    assert not any(" null " in line or line.rstrip().endswith(" null") for line in text), text
