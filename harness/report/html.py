@@ -24,7 +24,7 @@ td:first-child,th:first-child{text-align:left}th{color:#666;font-weight:normal}
 .verdict{font-weight:bold;padding:.1em .5em;border-radius:3px;color:#fff}
 .VALID{background:#2a7}.INVALID{background:#c33}.ACCURACY{background:#28a}.other{background:#c80}
 .why{color:#a22}.fix{color:#167}.note{color:#a60}
-figure{display:inline-block;margin:.5em}figcaption{color:#666;font-size:.9em}
+figure{display:inline-block;margin:.5em}
 pre{background:#f6f6f6;padding:.8em;overflow:auto;font-size:.85em}
 """
 
@@ -82,7 +82,7 @@ def render_html(data: RunData) -> str:
     if data.columns is not None and len(data.columns["status"]):
         figs = all_plots(data.columns, bd, r["target_per_s"])
         body = "".join(
-            f'<figure><img alt="{_e(cap)}" src="{uri}"><figcaption>{_e(cap)}</figcaption></figure>' for cap, uri in figs
+            f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in figs
         )
         parts.append(_section("plots", body))
     else:

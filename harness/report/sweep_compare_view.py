@@ -352,7 +352,7 @@ def render_html(c: SweepComparison) -> str:
         items = [f"<li>{'FAIL' if fired else 'ok'}: {_e(text)}</li>" for fired, text in rule_lines(c)]
         items += [f"<li>FAIL: differences outside --expect: {_e(', '.join(c.unexpected))}</li>"] if c.unexpected else []
         parts.append(_section("gate", "<ul>" + "".join(items) + "</ul>"))
-    figs = "".join(f'<figure><img alt="{_e(ch.title)}" src="{draw(ch)}"><figcaption>{_e(ch.title)}</figcaption></figure>'
+    figs = "".join(f'<figure><img alt="{_e(ch.title)}" src="{draw(ch)}"></figure>'
                    for ch in charts(c))
     parts.append(_section("curves, A and B overlaid", figs or "<p>too few complete points: no curves</p>"))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'

@@ -77,7 +77,7 @@ def render_html(data: dict[str, Any], sweep_dir: Path) -> str:
     body = "<ul>" + "".join(_finding_html(f) for f in findings) + "</ul>" if findings else "<p>the points show no finding</p>"
     parts.append(_section("diagnosis", body))
     plots = sweep_plots(data)
-    figs = "".join(f'<figure><img alt="{_e(cap)}" src="{uri}"><figcaption>{_e(cap)}</figcaption></figure>' for cap, uri in plots)
+    figs = "".join(f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in plots)
     parts.append(_section("curves", figs or "<p>fewer than two complete points: no curves</p>"))
     parts.append(_section("runs", _table(_runs(data))))
     plan = sweep_dir / folder.SWEEP_PLAN
