@@ -17,7 +17,9 @@ from harness.analysis.run_data import RunData
 from harness.results.breakdown import stage_times_ns
 from harness.results.records import COLUMNS
 
-DERIVED = ("queue_ms", "service_ms", "generation_ms", "e2e_ms")
+DERIVED = ("queue_ms", "service_ms", "generation_ms", "e2e_ms", "ttft_ms")
+#: stamps a request may not have (no byte or token arrived): exported as empty/null, not 0
+OPTIONAL_STAMPS = ("first_byte_ns", "first_token_ns")
 
 
 def _rows(data: RunData) -> tuple[list[str], list[list[Any]]]:
@@ -26,7 +28,12 @@ def _rows(data: RunData) -> tuple[list[str], list[list[Any]]]:
     header = list(COLUMNS) + list(DERIVED)
     n = len(cols["status"])
     ints = [cols[c].tolist() for c in COLUMNS if c not in ("status", "error")]
-    derived = [(stages[k.removesuffix("_ms")] / 1e6).tolist() for k in DERIVED]
+    first = cols["first_token_ns"]
+    ttft = np.where(first > 0, (first - cols["issue_ns"]) / 1e6, np.nan)  # from issue, as summary's TTFT
+    derived = [(stages[k.removesuffix("_ms")] / 1e6).tolist() for k in DERIVED if k != "ttft_ms"]
+    derived.append([None if np.isnan(v) else float(v) for v in ttft])
+    ints = [[None if (c in OPTIONAL_STAMPS and v == 0) else v for v in vals]
+            for c, vals in zip((c for c in COLUMNS if c not in ("status", "error")), ints, strict=True)]
     status, error = cols["status"].tolist(), cols["error"].tolist()
     rows = [[*(c[i] for c in ints), status[i], error[i], *(d[i] for d in derived)] for i in range(n)]
     return header, rows

@@ -145,6 +145,14 @@ def test_csv_and_jsonl_export_every_record_with_stage_times(runs, kind):
     assert first["query_id"] == int(rows[0]["query_id"]) and first["e2e_ms"] == pytest.approx(float(rows[0]["e2e_ms"]))
     if kind != "failures":
         assert all(float(r["generation_ms"]) > 0 for r in rows)
+    # TTFT per request (#16 item 10), and no "0" standing for a stamp that never came
+    for r in rows:
+        if r["first_token_ns"]:
+            assert float(r["ttft_ms"]) == pytest.approx((int(r["first_token_ns"]) - int(r["issue_ns"])) / 1e6)
+        else:
+            assert r["ttft_ms"] == "" and r["first_token_ns"] == ""
+    assert any(r["ttft_ms"] for r in rows) == (kind != "failures")
+    assert json.loads(lines[0])["first_byte_ns"] is None or kind != "failures"
 
 
 def test_report_cli_prints_text_formats_to_stdout(runs):
