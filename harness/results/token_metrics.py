@@ -278,17 +278,17 @@ def _prompt_cache(
         for i, grp in zip(order, g, strict=True):
             expected_hit[i] = grp in seen
             seen.add(grp)
-    if reported.any():
-        got = np.array([x or 0 for x in cached], dtype=np.int64)
-        total = int(inputs[reported].sum())
-        out["observed_cached_fraction"] = float(got[reported].sum()) / total if total else None
-        hit, basis = reported & (got > 0), "server usage (cached_tokens > 0)"
-        miss = reported & (got == 0)
-    elif expected_hit is not None:
-        hit, basis = expected_hit, "expected (a request after the first of its prefix group)"
-        miss = ~expected_hit
-    else:
-        return out
+    if expected_hit is not None:
+        # what the dataset allows, not what the server did: a server that keeps only its
+        # last prompt missed 9 of the "expected" hits (TTFT 1.3-2.5 s) in one run
+        out["expected_is_upper_bound"] = True
+    if not reported.any():
+        return out  # hit or miss is the server's to say; with no report, no split
+    got = np.array([x or 0 for x in cached], dtype=np.int64)
+    total = int(inputs[reported].sum())
+    out["observed_cached_fraction"] = float(got[reported].sum()) / total if total else None
+    hit, basis = reported & (got > 0), "server usage (cached_tokens > 0)"
+    miss = reported & (got == 0)
     out["ttft_ms_by_cache"] = {
         "basis": basis,
         "hit": weighted_distribution(ttft[hit & ok & ~np.isnan(ttft)]),

@@ -72,7 +72,7 @@ def test_the_headline_says_invalid(failed_run: Path):
     text = _terminal(failed_run)
     assert text.startswith("INVALID · SingleStream PerformanceOnly · synthetic")
     assert "success 66.6" in text and "below min_success_rate 95%" in text
-    assert "success rate ≥ 95% (harness)" in figures.validity_table(_summary(failed_run))[1][5][0]
+    assert "success rate ≥ 95% (harness)" in [r[0] for r in figures.validity_table(_summary(failed_run))[1]]
 
 
 def test_check_finds_it_invalid(failed_run: Path):
