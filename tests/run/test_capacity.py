@@ -76,7 +76,9 @@ def test_loadgen_find_peak_performance_agrees_with_the_search_and_the_queue(vali
                           "--output-dir", str(tmp_path), "--json"], capture_output=True, text=True, timeout=600)
     summary = json.loads(out.stdout)
     peak = summary["find_peak"]["peak_qps"]
-    assert abs(peak - truth) / truth < 0.10 and abs(peak - ours) / ours < 0.10, (peak, ours, truth)
+    # each within 10 % of the queue's λ*, so of each other within 20 % (seen: 208 against
+    # 180.8 on a busy machine, λ* 193.4)
+    assert abs(peak - truth) / truth < 0.10 and abs(peak - ours) / ours < 0.20, (peak, ours, truth)
     # the harness's figures are LoadGen's final round: same sample count, agreeing rates
     assert summary["harness"]["samples"] == summary["loadgen"]["query_count"] == summary["find_peak"]["samples_final_round"]
     assert summary["find_peak"]["samples_all_rounds"] > summary["harness"]["samples"]
