@@ -139,6 +139,14 @@ def _queue(data: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def _law_words(figure: str, tokens: str, law: dict[str, Any], xs: list[float]) -> str:
+    """'TTFT p50 = a + b ms × input tokens (R², fitted values at the ends of the range)'."""
+    lo, hi = min(xs), max(xs)
+    return (f"{figure} = {law['a']:.3g} + {law['b']:.3g} ms × {tokens} tokens "
+            f"({_r2(law)}{law['a'] + law['b'] * lo:.3g} → {law['a'] + law['b'] * hi:.3g} ms over "
+            f"{lo:.0f}–{hi:.0f} tokens)")
+
+
 def _ttft(data: dict[str, Any]) -> dict[str, Any] | None:
     pts = [(p["input_tokens_mean"], p) for p in complete_points(data) if p.get("input_tokens_mean")]
     xs, ys = _series(pts, lambda p: _metric(p, "ttft_p50"))
@@ -149,10 +157,7 @@ def _ttft(data: dict[str, Any]) -> dict[str, Any] | None:
     if _spans(xs99):
         a99, b99, _ = fit(xs99, ys99)
         law["p99"] = {"a": _sig(a99), "b": _sig(b99), "y": [_sig(y) for y in ys99]}
-    lo, hi = min(xs), max(xs)
-    words = (f"the first token is slow for long inputs: TTFT p50 = {law['a']:.3g} + {law['b']:.3g} ms × input "
-             f"tokens ({_r2(law)}{law['a'] + law['b'] * lo:.3g} → {law['a'] + law['b'] * hi:.3g} ms over "
-             f"{lo:.0f}–{hi:.0f} tokens)")
+    words = "the first token is slow for long inputs: " + _law_words("TTFT p50", "input", law, xs)
     # "only": the tokens after the first do not slow down with the input as well
     _, tpots = _series(sorted(pts, key=lambda xp: xp[0]), lambda p: _metric(p, "tpot_p50"))
     if len(tpots) >= 2 and tpots[-1] < TPOT_GROWS * tpots[0]:
@@ -174,12 +179,9 @@ def _e2e_vs_output(data: dict[str, Any]) -> dict[str, Any] | None:
     law = _law(xs, ys, GROWS)
     if law is None:
         return None
-    lo, hi = min(xs), max(xs)
     law["rule"] = (f"E2E p50 = a + b × output tokens, least squares; fitted E2E at the longest output ≥ {GROWS}× "
                    f"the shortest's; decode when b is within {DECODE_MATCH}× of the median TPOT p50")
-    words = (f"completion time grows with output length: E2E p50 = {law['a']:.3g} + {law['b']:.3g} ms × output "
-             f"tokens ({_r2(law)}{law['a'] + law['b'] * lo:.3g} → {law['a'] + law['b'] * hi:.3g} ms over "
-             f"{lo:.0f}–{hi:.0f} tokens)")
+    words = "completion time grows with output length: " + _law_words("E2E p50", "output", law, xs)
     # Each extra output token costs one TPOT; a slope far from it means something else grew
     # along with the output length (another axis of the sweep, TTFT, the queue).
     _, tpots = _series(pts, lambda p: _metric(p, "tpot_p50"))
