@@ -93,7 +93,7 @@ def expected_samples(lg: dict[str, Any]) -> int | None:
     queries of `samples_per_query`); accuracy mode logs no result, only the generated set.
     """
     if lg.get("effective_test_mode") == "FindPeakPerformance" and lg.get("generated_query_counts"):
-        # every round's queries; LoadGen's result_* keys are the final round's only
+        # every round's queries; LoadGen's result_* keys are the reported round's only
         return sum(int(c) for c in lg["generated_query_counts"]) * int(lg.get("effective_samples_per_query") or 1)
     if lg.get("result_query_count") is not None:
         return int(lg["result_query_count"]) * int(lg.get("effective_samples_per_query") or 1)

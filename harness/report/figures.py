@@ -116,7 +116,7 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     if peak:
         lines.append(
             f"FindPeak: {rate(peak['peak_qps'])} QPS after {peak['round_count']} rounds · "
-            f"figures: final round, {peak['samples_final_round'] or 0:,} of {peak['samples_all_rounds']:,} samples"
+            f"figures: the reported round, {peak['samples_final_round'] or 0:,} of {peak['samples_all_rounds']:,} samples"
         )
     if ours.get("samples"):
         lines.append(

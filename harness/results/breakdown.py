@@ -127,7 +127,7 @@ def rates(summary: dict[str, Any]) -> dict[str, Any]:
     eff = lg.get("effective_settings") or {}
     target = float(eff["target_qps"]) if scenario == "Server" and eff.get("target_qps") else None
     peak = (summary.get("find_peak") or {}).get("peak_qps")
-    if peak:  # FindPeakPerformance: the final round ran at the rate LoadGen settled on
+    if peak:  # FindPeakPerformance: the reported round ran at the rate LoadGen settled on
         target = float(peak)
     offered = lg.get("scheduled_samples_per_s") if scenario == "Server" else None
     duration = ours.get("duration_s") or 0.0

@@ -246,7 +246,8 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
     rec = read_records(run_dir) if (run_dir / folder.RECORDS).exists() else None
     find_peak = None
     if rec is not None and len(rec) and config.get("mode") == FIND_PEAK:
-        # LoadGen reports the final round only; so must every figure compared with it.
+        # LoadGen reports one round only (the last that met its constraints); so must every
+        # figure compared with it.
         find_peak = find_peak_section(lg, len(rec))
         rec = Records(final_round(rec.columns, lg))
     ours: dict[str, Any] = {"samples": 0}
