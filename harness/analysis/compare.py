@@ -10,8 +10,10 @@ at p = 1/252 ≈ 0.004, so run-to-run noise does not fail a build.
 
 from __future__ import annotations
 
+import math
+
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,7 @@ class Difference:
     base: Any
     other: Any
     run: str
+    side: int = 1  # the index of the side `other` is of (its letter: LETTERS[side])
 
 
 def _facts(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -131,14 +134,14 @@ def differences(run_dirs: list[Path]) -> list[Difference]:
     """Every fact in which a run differs from the first one."""
     base = _facts(run_dirs[0])
     found: list[Difference] = []
-    for other_dir in run_dirs[1:]:
+    for index, other_dir in enumerate(run_dirs[1:], start=1):
         other = _facts(other_dir)
         for category in CATEGORIES:
             keys = sorted(set(base[category]) | set(other[category]))
             for key in keys:
                 a, b = base[category].get(key), other[category].get(key)
                 if a != b:
-                    found.append(Difference(category, key, a, b, other_dir.name))
+                    found.append(Difference(category, key, a, b, other_dir.name, index))
     return found
 
 
@@ -196,6 +199,7 @@ class RuleResult:
     change: float | None
     fired: bool
     note: str
+    index: int = 1  # the index of the side judged (its letter: LETTERS[index])
 
 
 def _holds(op: str, a: float, b: float) -> bool:
@@ -290,29 +294,43 @@ def compare(paths: list[Path], rules: list[str] = (), expect: list[str] | None =
     unexpected = []
     if expect is not None:
         unexpected = sorted({d.category for d in diffs} - set(expect), key=CATEGORIES.index)
-    results = [evaluate(rule, sides[0], other) for other in sides[1:] for rule in parsed]
+    results = [replace(evaluate(rule, sides[0], other), index=i)
+               for i, other in enumerate(sides[1:], start=1) for rule in parsed]
     return Comparison(sides, diffs, verdict(diffs), results, unexpected)
 
 
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def side_lines(comparison: Comparison) -> list[str]:
+    """`A = path` per side: columns are headed by letter, since run folder names share a
+    long prefix and, cut to a column, were cut exactly where they differ."""
+    return [f"{LETTERS[i]} = {s.path}" + (f" (median of {len(s.run_dirs)} runs)" if s.repeated else "")
+            for i, s in enumerate(comparison.sides)]
+
+
 def table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
-    """Header and rows: each side's median (with its range when repeated) and ratio to the first."""
+    """Header and rows: each side's median (with its range when repeated) and ratio to A.
+    A row's figures share one number of decimals, so they line up and read alike."""
     sides = comparison.sides
     header = ["figure"]
-    for i, s in enumerate(sides):
-        header.append(s.label + (f" (median of {len(s.run_dirs)})" if s.repeated else ""))
+    for i, _ in enumerate(sides):
+        header.append(LETTERS[i])
         if i:
-            header.append("ratio")
+            header.append(f"{LETTERS[i]}/A")
     rows = []
     for m in METRICS:
         if all(s.median(m.name) is None for s in sides):
             continue
         row = [m.heading]
         base = sides[0].median(m.name)
+        shown = [v for s in sides for v in ([s.median(m.name)] + (s.values.get(m.name) or [])) if v is not None]
+        fmt = row_format(shown)
         for i, s in enumerate(sides):
             v = s.median(m.name)
-            cell = "—" if v is None else _fmt(v)
+            cell = "—" if v is None else fmt(v)
             if v is not None and s.repeated:
-                cell += f" [{_fmt(min(s.values[m.name]))}–{_fmt(max(s.values[m.name]))}]"
+                cell += f" [{fmt(min(s.values[m.name]))}–{fmt(max(s.values[m.name]))}]"
             row.append(cell)
             if i:
                 row.append(f"{v / base:.3f}" if v is not None and base else "—")
@@ -320,27 +338,35 @@ def table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def _fmt(v: float) -> str:
-    if v == 0 or abs(v) >= 100:
-        return f"{v:,.1f}"
-    return f"{v:.4g}"
+def row_format(values: list[float]):
+    """One format for a row: four significant figures of its largest value (1,295 and 792;
+    0.6110 and 0.7000), thousands separated."""
+    top = max((abs(v) for v in values), default=0.0)
+    decimals = 0 if top == 0 else int(min(4, max(0, 3 - math.floor(math.log10(top)))))
+    return lambda v: f"{v:,.{decimals}f}"
 
 
 def markdown(comparison: Comparison) -> str:
     """A PR comment: table, verdict, differences, and the gate."""
     header, rows = table(comparison)
     lines = [f"**harness compare: {comparison.outcome}**", ""]
+    lines += [f"- {line}" for line in side_lines(comparison)] + [""]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", f"**{comparison.verdict}**"]
     if comparison.diffs:
-        lines += ["", "| category | setting | " + comparison.sides[0].label + " | run | value |", "|---|---|---|---|---|"]
-        lines += [f"| {d.category} | `{d.key}` | `{d.base}` | {d.run} | `{d.other}` |" for d in comparison.diffs]
+        if len(comparison.sides) == 2:
+            lines += ["", "| category | setting | A | B |", "|---|---|---|---|"]
+            lines += [f"| {d.category} | `{d.key}` | `{d.base}` | `{d.other}` |" for d in comparison.diffs]
+        else:
+            lines += ["", "| category | setting | A | side | value |", "|---|---|---|---|---|"]
+            lines += [f"| {d.category} | `{d.key}` | `{d.base}` | {LETTERS[d.side]} | `{d.other}` |"
+                      for d in comparison.diffs]
     if comparison.rules:
         lines += ["", "| rule | candidate | change | result |", "|---|---|---|---|"]
         for r in comparison.rules:
             change = "—" if r.change is None else f"{r.change:+.2f}{'%' if r.rule.relative else ''}"
-            lines.append(f"| `{r.rule.text}` | {r.side} | {change} | {'❌ ' if r.fired else '✅ '}{r.note} |")
+            lines.append(f"| `{r.rule.text}` | {LETTERS[r.index]} | {change} | {'❌ ' if r.fired else '✅ '}{r.note} |")
     if comparison.unexpected:
         lines += ["", f"❌ differences outside --expect: {', '.join(comparison.unexpected)}"]
     return "\n".join(lines) + "\n"

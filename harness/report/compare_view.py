@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.analysis.compare import markdown, table
+from harness.analysis.compare import LETTERS, markdown, side_lines, table
 from harness.results.metrics import METRICS
 
 
@@ -53,8 +53,11 @@ def render_comparison(comparison: Any, console: Console) -> None:
     `[null, 64]` is text here, not Rich markup (which swallowed it)."""
     style = "red" if comparison.failed else "green" if comparison.rules else "dim"
     console.print(f"[bold {style}]{escape(comparison.outcome)}[/]", highlight=False)
+    width = max(console.width - 1, 40)
+    for line in side_lines(comparison):
+        console.print(f"[dim]{escape(textwrap.fill(line, width=width, subsequent_indent='    '))}[/]", highlight=False)
     header, rows = table(comparison)
-    t = Table(title="headline figures (ratio: to the first)", title_justify="left", box=None, header_style="dim")
+    t = Table(title="headline figures (B/A: B over A)", title_justify="left", box=None, header_style="dim")
     for i, h in enumerate(header):
         t.add_column(escape(h), justify="left" if i == 0 else "right")
     for r in rows:
@@ -65,18 +68,23 @@ def render_comparison(comparison: Any, console: Console) -> None:
     if comparison.diffs:
         rows, one_sided = diff_rows(comparison.diffs)
         if rows:
-            d = Table("category", "setting", escape(comparison.sides[0].label), "run", "value", box=None, header_style="dim")
-            for row in rows:
-                d.add_row(*map(escape, row))
+            two = len(comparison.sides) == 2
+            d = Table(*(("category", "setting", "A", "B") if two else ("category", "setting", "A", "side", "value")),
+                      box=None, header_style="dim")
+            d.columns[1].overflow = "fold"  # a setting's name whole, over two lines if need be
+            cut = max((width - 44) // 2, 12)  # category 9, a name ~30, two values
+            for category, key, base, side, other in ((c, k, _cut(b, cut), sd, _cut(o, cut)) for c, k, b, sd, o in rows):
+                d.add_row(*map(escape, (category, key, base, other) if two else (category, key, base, side, other)))
             console.print(d)
-        width = max(console.width - 1, 40)
         for line in one_sided:
             console.print(escape(textwrap.fill(line, width=width, initial_indent="  ", subsequent_indent="    ")),
                           highlight=False)
     for r in comparison.rules:
         change = "n/a" if r.change is None else f"{r.change:+.2f}{'%' if r.rule.relative else ''}"
         mark = "[red]FAIL[/]" if r.fired else "[green]ok[/]"
-        console.print(f"  {mark} {escape(f'{r.rule.text} · {r.side}: {change} · {r.note}')}", highlight=False)
+        text = textwrap.fill(f"{'FAIL' if r.fired else 'ok'} {r.rule.text} · {LETTERS[r.index]}: {change} · {r.note}",
+                             width=width, initial_indent="  ", subsequent_indent="    ")
+        console.print("  " + mark + escape(text[len("  FAIL" if r.fired else "  ok"):]), highlight=False)
     if comparison.unexpected:
         console.print(f"  [red]FAIL[/] differences outside --expect: {', '.join(comparison.unexpected)}")
 
@@ -88,16 +96,26 @@ def diff_rows(diffs: list[Any]) -> tuple[list[tuple[str, str, str, str, str]], l
     rows: list[tuple[str, str, str, str, str]] = []
     one_sided: dict[tuple[str, str, bool], list[str]] = {}
     for diff in diffs:
+        side = LETTERS[diff.side]
         if (diff.base is None) != (diff.other is None):
             value = diff.other if diff.base is None else diff.base
-            one_sided.setdefault((diff.category, diff.run, diff.base is None), []).append(f"{diff.key}={_short(value)}")
+            one_sided.setdefault((diff.category, side, diff.base is None), []).append(f"{diff.key}={_short(value)}")
         else:
-            rows.append((diff.category, diff.key, _short(diff.base), diff.run, _short(diff.other)))
-    lines = [f"{category}: only {run if base_missing else 'the first run'} has {', '.join(keys)}"
-             for (category, run, base_missing), keys in one_sided.items()]
+            rows.append((diff.category, diff.key, _short(diff.base), side, _short(diff.other)))
+    lines = [f"{category}: only {side if base_missing else 'A'} has {', '.join(keys)}"
+             for (category, side, base_missing), keys in one_sided.items()]
     return rows, lines
 
 
 def _short(value: Any) -> str:
     text = json.dumps(value, default=str) if not isinstance(value, str) else value
     return text if len(text) <= 60 else text[:57] + "…"
+
+
+def _cut(text: str, limit: int) -> str:
+    """A value cut in the middle: two hashes, URLs or paths differ at their ends as often
+    as at their starts."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]

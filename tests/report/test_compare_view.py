@@ -57,3 +57,30 @@ def test_bracketed_values_survive_and_lines_fit(pair, embedded_model, tmp_path):
     one_sided = [line for line in text if line.startswith("  backend: only ")]
     assert len(one_sided) == 2, text
     assert not any(" null " in line or line.rstrip().endswith(" null") for line in text), text
+
+
+def test_sides_are_lettered_and_named_in_full(pair):
+    """Run folder names share their date prefix: cut to a column they were cut exactly where
+    they differ. Columns are A, B (B/A), and the first lines say which folder is which."""
+    a, b = pair
+    wide = render(compare([a, b], ["throughput < -10%"]), width=250)
+    assert wide[1:3] == [f"A = {a}", f"B = {b}"]
+    narrow = render(compare([a, b], ["throughput < -10%"]))
+    assert all(len(line) <= 80 for line in narrow)
+    header = next(line for line in narrow if line.lstrip().startswith("figure"))
+    assert header.split() == ["figure", "A", "B", "B/A"]
+    rule = next(line for line in narrow if line.lstrip().startswith(("FAIL throughput", "ok throughput")))
+    assert rule.lstrip().split(" · ")[1].startswith("B: ")
+    md = markdown(compare([a, b])).splitlines()
+    assert f"- A = {a}" in md and f"- B = {b}" in md and "| figure | A | B | B/A |" in md
+
+
+def test_a_rows_figures_share_their_decimals():
+    from harness.analysis.compare import row_format
+
+    fmt = row_format([1295.3, 791.8])
+    assert (fmt(1295.3), fmt(791.8)) == ("1,295", "792")
+    fmt = row_format([0.611, 0.7])
+    assert (fmt(0.611), fmt(0.7)) == ("0.6110", "0.7000")
+    fmt = row_format([99.87, 101.2])
+    assert (fmt(99.87), fmt(101.2)) == ("99.9", "101.2")
