@@ -15,6 +15,7 @@ import yaml
 from harness.analysis.run_data import RunData
 from harness.report import figures as fig
 from harness.report.plots import all_plots
+from harness.results.token_metrics import itl_samples, read_token_entries
 
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -42,6 +43,13 @@ def _table(spec: fig.Table) -> str:
 
 def _section(title: str, body: str) -> str:
     return f"<h2>{_e(title)}</h2>\n{body}\n"
+
+
+def _itl(data: RunData) -> tuple[Any, Any] | None:
+    """Per-token inter-token latencies of the successful streamed requests (the summary's
+    ITL, same rule), or None when the run kept no chunk times."""
+    entries = [e for e in read_token_entries(data.run_dir) if e.get("status") == "ok"]
+    return itl_samples(entries) if entries else None
 
 
 def render_html(data: RunData) -> str:
@@ -80,10 +88,9 @@ def render_html(data: RunData) -> str:
         c = data.cost
         parts.append(_section(f"cost ({c['currency']})", _table(fig.cost_unit_table(c)) + _table(fig.cost_table(c))))
     if data.columns is not None and len(data.columns["status"]):
-        figs = all_plots(data.columns, bd, r["target_per_s"])
-        body = "".join(
-            f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in figs
-        )
+        plots = all_plots(data.columns, bd, r["target_per_s"], _itl(data))
+        body = "".join(f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in plots.figures)
+        body += "".join(f'<p class="note">{_e(n)}</p>' for n in plots.notes)
         parts.append(_section("plots", body))
     else:
         parts.append(_section("plots", "<p>no records.csv in the results folder: no per-request plots</p>"))

@@ -2,29 +2,78 @@
 
 Figures are built with `matplotlib.figure.Figure` and the Agg canvas directly, never
 pyplot: pyplot keeps global figure state, and a report must not depend on a display.
-Scatter plots are thinned to `MAX_POINTS` evenly spaced requests so a million-record run
-still yields a page of a few hundred kB.
+Every figure uses the constrained layout (no label over a neighbour's ticks) and plain
+tick labels (1,000 and 0.5, never 1e3 or an offset). Scatter plots are thinned to
+`MAX_POINTS` evenly spaced requests so a million-record run still yields a page of a few
+hundred kB.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
 from harness.results.breakdown import STAGES, stage_times_ns, time_series
-from harness.results.stats import percentile
+from harness.results.stats import weighted_distribution
 
 MAX_POINTS = 20_000
+SIZE = (6.4, 3.6)
 _STAGE_COLORS = {"queue": "#d62728", "service": "#1f77b4", "generation": "#2ca02c"}
+#: a histogram whose fullest even bin holds more than this share is drawn on log bins
+_CROWDED = 0.2
+
+
+class Plots(NamedTuple):
+    figures: list[tuple[str, str]]  # (caption, data URI)
+    notes: list[str]  # why a figure the run might have had is not drawn
+
+
+def ms_text(v: float) -> str:
+    """3,493 or 1.05 or 0.0123: plain digits, never 3.49e+03."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+class _PlainFormatter(ScalarFormatter):
+    """Linear ticks as plain digits with thousands separators: no 1e4, no offset."""
+
+    def __init__(self) -> None:
+        super().__init__(useOffset=False, useMathText=False)
+        self.set_scientific(False)
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        if abs(x) >= 1000 and float(x).is_integer():
+            return f"{x:,.0f}"
+        return super().__call__(x, pos)
+
+
+def _plain_axis(axis: Axis, scale: str, lim: tuple[float, float]) -> None:
+    if scale == "log":
+        lo, hi = sorted(lim)
+        decades = np.log10(hi / lo) if lo > 0 else 9.0
+        # 2, 5, 10, 20, 50 on a short log axis: a single labelled tick would not tell the scale
+        subs = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0) if decades <= 1 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+        axis.set_major_locator(LogLocator(base=10, subs=subs))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: ms_text(v)))
+        axis.set_minor_formatter(NullFormatter())
+    elif scale == "linear":
+        axis.set_major_formatter(_PlainFormatter())
 
 
 def _png(fig: Figure) -> str:
     FigureCanvasAgg(fig)
+    if fig.get_layout_engine() is None:
+        fig.set_layout_engine("constrained")
+    for ax in fig.axes:
+        _plain_axis(ax.xaxis, ax.get_xscale(), ax.get_xlim())
+        _plain_axis(ax.yaxis, ax.get_yscale(), ax.get_ylim())
     buf = io.BytesIO()
     # No "Software" tag: it holds a URL, and the page must carry no outside reference.
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
@@ -35,41 +84,75 @@ def _thin(n: int) -> np.ndarray:
     return np.arange(n) if n <= MAX_POINTS else np.linspace(0, n - 1, MAX_POINTS).astype(np.int64)
 
 
-def ms_text(v: float) -> str:
-    """3,493 or 1.05 or 0.0123: plain digits, never 3.49e+03."""
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
-
-
-def latency_cdf(e2e_ms: np.ndarray) -> str:
-    fig = Figure(figsize=(6.4, 3.6))
+def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=SIZE, layout="constrained")
     ax = fig.add_subplot()
-    s = np.sort(e2e_ms)
-    idx = _thin(len(s))
-    ax.plot(s[idx], (idx + 1) / len(s), lw=1.5)
-    for p, style in ((50, ":"), (99, "--")):
-        v = percentile(s, p)
-        ax.axvline(v, color="gray", ls=style, lw=1)
-        ax.annotate(f"p{p:g} {ms_text(v)} ms", (v, p / 100), textcoords="offset points", xytext=(4, -12), fontsize=8)
-    if s[0] > 0 and s[-1] / s[0] > 20:
-        ax.set_xscale("log")  # long tails: a linear axis would squash the body of the curve
-    ax.set(xlabel="latency (ms)", ylabel="fraction of successful requests", title="latency CDF")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def _n_bins(n: int) -> int:
+    """2·√n bars, 10 to 60: 50 requests in 60 bars would be a comb of ones."""
+    return int(np.clip(2 * np.sqrt(n), 10, 60))
+
+
+def _crowded(values: np.ndarray, weights: np.ndarray | None, lo: float, hi: float, bins: int = 60) -> bool:
+    """Would even bins from lo to hi put most of the mass in a few bars (a long tail)?"""
+    if not (lo > 0 and hi > 3 * lo):
+        return False
+    counts, _ = np.histogram(np.clip(values, lo, hi), bins=bins, range=(lo, hi), weights=weights)
+    return float(counts.max()) > _CROWDED * float(counts.sum())
+
+
+def _percentiles(values: np.ndarray, weights: np.ndarray | None) -> dict[str, float]:
+    d = weighted_distribution(values, weights, percentiles=(50, 99, 99.9))
+    return {k: float(v) for k, v in d.items() if v is not None}
+
+
+def distribution(values: np.ndarray, xlabel: str, title: str, color: str = "#1f77b4",
+                 weights: np.ndarray | None = None, ylabel: str = "requests") -> str:
+    """A histogram with p50 and p99 marked at the tables' values (LoadGen's rule, weighted
+    when `weights` are given). The tail above p99.9 is folded into the last bin; a long
+    tail gets log-spaced bins, or nearly every request would land in the first bar."""
+    fig, ax = _axes(title, xlabel, ylabel)
+    q = _percentiles(values, weights)
+    positive = values[values > 0]
+    lo = float(positive.min()) if len(positive) else 0.0
+    hi = max(q["p99_9"], lo)
+    n_bins = _n_bins(len(values))
+    bins: Any = n_bins
+    if _crowded(values, weights, lo, hi, n_bins):
+        bins = np.geomspace(lo, hi, n_bins + 1)
+        ax.set_xscale("log")
+        values = np.maximum(values, lo)  # zeros (tokens that came with the one before) in the first bin
+    folded = bool((values > hi).any())
+    ax.hist(np.minimum(values, hi), bins=bins, weights=weights, color=color)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 1.5 requests
+    for p, style in (("p50", ":"), ("p99", "--")):
+        ax.axvline(q[p], color="black", ls=style, lw=1, label=f"{p} {ms_text(q[p])} ms")
+    if folded:
+        ax.set_xlabel(f"{xlabel}; above p99.9 in the last bin")
+    ax.legend(loc="best", fontsize=8)  # wherever the bars leave room
     return _png(fig)
 
 
-def latency_histogram(e2e_ms: np.ndarray) -> str:
-    fig = Figure(figsize=(6.4, 3.6))
-    ax = fig.add_subplot()
-    hi = percentile(np.sort(e2e_ms), 99.9)  # the report's p99.9 (LoadGen's rule), not numpy's interpolation
-    lo = float(np.min(e2e_ms))
-    bins: Any = 60
-    if lo > 0 and hi / lo > 20:
-        # a long tail: log-spaced bins, or ~95 % of requests land in the first bar
-        bins = np.geomspace(lo, max(hi, lo * 1.001), 61)
-        ax.set_xscale("log")
-    ax.hist(np.minimum(e2e_ms, hi), bins=bins, color="#1f77b4")
-    ax.set(xlabel="latency (ms), tail above p99.9 folded into the last bin", ylabel="requests", title="latency histogram")
-    ax.grid(alpha=0.3)
+def latency_cdf(e2e_ms: np.ndarray) -> str:
+    fig, ax = _axes("latency CDF", "latency (ms)", "fraction of successful requests")
+    s = np.sort(e2e_ms)
+    idx = _thin(len(s))
+    ax.plot(s[idx], (idx + 1) / len(s), lw=1.5)
+    q = _percentiles(s, None)
+    if _crowded(s, None, float(s[0]), q["p99_9"], _n_bins(len(s))):  # the histogram's rule
+        ax.set_xscale("log")  # long tails: a linear axis would squash the body of the curve
+    for p, style, y in (("p50", ":", 0.5), ("p99", "--", 0.99)):
+        v = q[p]
+        ax.axvline(v, color="gray", ls=style, lw=1)
+        # p99 sits near the right edge: its label goes to the left of its line
+        left = p == "p99"
+        ax.annotate(f"{p} {ms_text(v)} ms", (v, y), textcoords="offset points", xytext=(-4 if left else 4, -12),
+                    ha="right" if left else "left", fontsize=8)
+    ax.set_ylim(0, 1.02)
     return _png(fig)
 
 
@@ -78,111 +161,144 @@ def latency_over_time(columns: dict[str, Any]) -> str:
     ok = columns["status"] == "ok"
     t = (columns["complete_ns"] - t0) / 1e9
     e2e = (columns["complete_ns"] - columns["issue_ns"]) / 1e6
-    fig = Figure(figsize=(6.4, 3.6))
-    ax = fig.add_subplot()
+    fig, ax = _axes("latency over time", "completion time since first issue (s)", "latency (ms)")
     ok_idx = np.flatnonzero(ok)[_thin(int(ok.sum()))]
     ax.scatter(t[ok_idx], e2e[ok_idx], s=2, alpha=0.5, label="ok")
     if (~ok).any():
         bad = np.flatnonzero(~ok)[_thin(int((~ok).sum()))]
         ax.scatter(t[bad], e2e[bad], s=12, marker="x", color="#d62728", label="failed")
-    ax.set(xlabel="time since first issue (s)", ylabel="latency (ms)", title="latency over time")
     ax.legend(loc="upper left", fontsize=8)
-    ax.grid(alpha=0.3)
     return _png(fig)
 
 
+def time_bins(columns: dict[str, Any]) -> int:
+    """Bins for the over-time plots: about 20 requests each (fewer and a rate is mostly
+    Poisson noise), but at least 10, so a long run with few requests still shows its course
+    (not 5 bars for 208 s), and at most 60."""
+    n = len(columns["status"])
+    return int(np.clip(n // 20, 10, 60)) if n >= 10 else max(n, 1)
+
+
 def throughput_over_time(columns: dict[str, Any], target_per_s: float | None) -> str:
-    ts = time_series(columns)
+    ts = time_series(columns, bins=time_bins(columns))
     mid = (ts["edges_s"][:-1] + ts["edges_s"][1:]) / 2
-    fig = Figure(figsize=(6.4, 3.6))
-    ax = fig.add_subplot()
     issued = ts["issued_per_s"]
     # Offline issues every sample at t=0: that one spike (850k/s beside 14k/s served) would
     # scale the axis so the served line lies on zero; it is said in the title instead
     at_once = len(issued) > 1 and issued[0] >= 0.9 * issued.sum()
+    title = "throughput over time" + (" (every sample issued at t=0)" if at_once else "")
+    fig, ax = _axes(title, "time since first issue (s)", "samples/s")
     if not at_once:
         ax.plot(mid, issued, color="gray", lw=1, label="issued")
     ax.plot(mid, ts["ok_per_s"], lw=1.5, label="succeeded")
     if ts["failed_per_s"].any():
         ax.plot(mid, ts["failed_per_s"], color="#d62728", lw=1, label="failed")
     if target_per_s:
-        ax.axhline(target_per_s, color="black", ls="--", lw=1, label=f"target {target_per_s:g}/s")
-    title = "throughput over time" + (" (every sample issued at t=0)" if at_once else "")
-    ax.set(xlabel="time since first issue (s)", ylabel="samples/s", title=title)
+        ax.axhline(target_per_s, color="black", ls="--", lw=1, label=f"target {ms_text(target_per_s)}/s")
+    ax.set_xlim(0, float(ts["edges_s"][-1]))
     ax.set_ylim(bottom=0)
     ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
     return _png(fig)
 
 
 def breakdown(columns: dict[str, Any], bd: dict[str, Any]) -> str:
     """Left: the mean request split into stages. Right: the same split over the run."""
     stages = [s for s in STAGES if not (s == "generation" and bd["service_ends_at"] == "completion")]
-    fig = Figure(figsize=(9.6, 3.6))
-    ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2]})
+    fig = Figure(figsize=(9.6, 3.6), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1, 2])
     left = 0.0
     for name in stages:
         mean = bd["stages"][name]["mean_ms"] or 0.0
-        ax1.barh([0], [mean], height=0.5, left=left, color=_STAGE_COLORS[name], label=f"{name} {mean:.3g} ms")
+        ax1.barh([0], [mean], height=0.5, left=left, color=_STAGE_COLORS[name], label=f"{name} {ms_text(mean)} ms")
         left += mean
     ax1.set(yticks=[], xlabel="mean latency (ms)", title=f"mean request: {bd['dominant']} dominates")
     ax1.set_ylim(-0.5, 1.2)
     ax1.legend(loc="upper left", fontsize=8)
-    ts = time_series(columns)
+    ts = time_series(columns, bins=time_bins(columns))
     mid = (ts["edges_s"][:-1] + ts["edges_s"][1:]) / 2
     have = ts["ok_count"] > 0  # a bin without completions has no mean, not a zero one
-    ax2.stackplot(
-        mid[have], *[ts[f"{s}_mean_ms"][have] for s in stages], labels=stages, colors=[_STAGE_COLORS[s] for s in stages]
-    )
-    ax2.set(xlabel="completion time (s)", ylabel="mean latency (ms)", title="queue vs service over time")
-    ax2.legend(loc="upper left", fontsize=8)
+    layers = [ts[f"{s}_mean_ms"][have] for s in stages]
+    ax2.stackplot(mid[have], *layers, labels=stages, colors=[_STAGE_COLORS[s] for s in stages])
+    top = float(np.sum(layers, axis=0).max()) if have.any() else 1.0
+    ax2.set_ylim(0, top * 1.25 or 1.0)  # headroom: the legend sits above the stack, not on it
+    ax2.set(xlabel="completion time since first issue (s)", ylabel="mean latency (ms)", title="stages over time")
+    ax2.legend(loc="upper left", fontsize=8, ncols=len(stages))
     ax2.grid(alpha=0.3)
     return _png(fig)
 
 
-def token_scatter(columns: dict[str, Any]) -> list[tuple[str, str]]:
-    """TTFT vs input length and TPOT vs output length, for requests that streamed tokens."""
+def _varies(lengths: np.ndarray) -> bool:
+    """Enough distinct lengths for a scatter against them to show a trend, not a strip."""
+    return len(np.unique(lengths)) >= 3
+
+
+def token_plots(columns: dict[str, Any], itl: tuple[np.ndarray, np.ndarray] | None) -> Plots:
+    """TTFT and ITL distributions, TTFT vs input length and TPOT vs output length, for
+    requests that streamed tokens. `itl` is (values ns, weights in tokens) from tokens.jsonl.
+
+    A scatter against a length every request shared would be one vertical strip: TTFT's is
+    left out (its distribution is drawn already), TPOT's becomes TPOT's distribution."""
     ok = (columns["status"] == "ok") & (columns["first_token_ns"] > 0)
     if not ok.any():
-        return []
-    out: list[tuple[str, str]] = []
+        return Plots([], [])
+    figures: list[tuple[str, str]] = []
+    notes: list[str] = []
     ttft = (columns["first_token_ns"] - columns["issue_ns"])[ok] / 1e6
+    figures.append(("TTFT distribution", distribution(ttft, "TTFT (ms)", "time to first token (TTFT)", "#9467bd")))
+    if itl is not None and len(itl[0]):
+        figures.append(("ITL distribution", distribution(
+            itl[0] / 1e6, "inter-token latency (ms)", "inter-token latency (ITL), per token", "#8c564b",
+            weights=itl[1], ylabel="tokens")))
+    else:
+        notes.append("no chunk times (tokens.jsonl) in the results folder: no inter-token latency plot")
     n_in = columns["input_tokens"][ok]
-    idx = _thin(len(ttft))
-    fig = Figure(figsize=(6.4, 3.6))
-    ax = fig.add_subplot()
-    ax.scatter(n_in[idx], ttft[idx], s=4, alpha=0.5)
-    ax.set(xlabel="input tokens", ylabel="TTFT (ms)", title="time to first token vs input length")
-    ax.grid(alpha=0.3)
-    out.append(("TTFT vs input length", _png(fig)))
+    if _varies(n_in):
+        idx = _thin(len(ttft))
+        fig, ax = _axes("time to first token vs input length", "input tokens", "TTFT (ms)")
+        ax.scatter(n_in[idx], ttft[idx], s=4, alpha=0.5, color="#9467bd")
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        figures.append(("TTFT vs input length", _png(fig)))
+    else:
+        notes.append(f"every request had {_lengths(n_in)} input tokens: no TTFT vs input length plot "
+                     "(it would be one vertical strip; TTFT's distribution is above)")
     n_out = columns["n_tokens"][ok]
     multi = n_out > 1  # TPOT needs a second token: (latency - TTFT) / (n - 1)
     if multi.any():
         gen = (columns["complete_ns"] - columns["first_token_ns"])[ok][multi] / 1e6
         tpot = gen / (n_out[multi] - 1)
-        idx = _thin(len(tpot))
-        fig = Figure(figsize=(6.4, 3.6))
-        ax = fig.add_subplot()
-        ax.scatter(n_out[multi][idx], tpot[idx], s=4, alpha=0.5, color="#2ca02c")
-        ax.set(xlabel="output tokens", ylabel="TPOT (ms/token)", title="time per output token vs output length")
-        ax.grid(alpha=0.3)
-        out.append(("TPOT vs output length", _png(fig)))
-    return out
+        if _varies(n_out[multi]):
+            idx = _thin(len(tpot))
+            fig, ax = _axes("time per output token vs output length", "output tokens", "TPOT (ms/token)")
+            ax.scatter(n_out[multi][idx], tpot[idx], s=4, alpha=0.5, color="#2ca02c")
+            ax.set_xlim(left=0)
+            ax.set_ylim(bottom=0)
+            figures.append(("TPOT vs output length", _png(fig)))
+        else:
+            title = f"time per output token ({_lengths(n_out[multi])} output tokens each)"
+            figures.append(("TPOT distribution", distribution(tpot, "TPOT (ms/token)", title, "#2ca02c")))
+    return Plots(figures, notes)
 
 
-def all_plots(columns: dict[str, Any], bd: dict[str, Any] | None, target_per_s: float | None) -> list[tuple[str, str]]:
-    """(caption, data URI) for every figure the records support."""
+def _lengths(values: np.ndarray) -> str:
+    return " or ".join(f"{v:,}" for v in np.unique(values).tolist())
+
+
+def all_plots(columns: dict[str, Any], bd: dict[str, Any] | None, target_per_s: float | None,
+              itl: tuple[np.ndarray, np.ndarray] | None = None) -> Plots:
+    """Every figure the records support, and a note for each one left out on purpose."""
     ok = columns["status"] == "ok"
-    plots: list[tuple[str, str]] = []
+    figures: list[tuple[str, str]] = []
     if ok.any():
         e2e = stage_times_ns(columns)["e2e"][ok] / 1e6
-        plots += [("latency CDF", latency_cdf(e2e)), ("latency histogram", latency_histogram(e2e))]
+        figures += [("latency CDF", latency_cdf(e2e)),
+                    ("latency histogram", distribution(e2e, "latency (ms)", "latency histogram"))]
     if len(ok):
-        plots += [
+        figures += [
             ("latency over time", latency_over_time(columns)),
             ("throughput over time", throughput_over_time(columns, target_per_s)),
         ]
     if bd is not None and bd["requests"]:
-        plots.append(("queue vs service breakdown", breakdown(columns, bd)))
-    plots += token_scatter(columns)
-    return plots
+        figures.append(("queue vs service breakdown", breakdown(columns, bd)))
+    tokens = token_plots(columns, itl)
+    return Plots(figures + tokens.figures, tokens.notes)

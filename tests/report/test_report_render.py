@@ -91,8 +91,11 @@ def test_html_is_self_contained_with_plots(runs, kind, tmp_path):
     page = out.read_text()
     captions = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', page)
     expected = ["latency CDF", "latency histogram", "latency over time", "throughput over time", "queue vs service breakdown"]
-    if kind != "failures":
-        expected += ["TTFT vs input length", "TPOT vs output length"]
+    if kind == "tokens":  # lengths vary; no chunk times were kept, so no ITL
+        expected += ["TTFT distribution", "TTFT vs input length", "TPOT vs output length"]
+    if kind == "http":  # every request 32 tokens in, 12 out: distributions, not vertical strips
+        expected += ["TTFT distribution", "ITL distribution", "TPOT distribution"]
+        assert "every request had 32 input tokens: no TTFT vs input length plot" in page
     assert captions == expected
     # Offline: nothing is fetched. The only attribute that loads anything is an inline image.
     assert not re.search(r"<(script|link|iframe|object|embed)\b", page)
