@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from harness.analysis.diagnosis import axis_value, complete_points, concurrency_axis, fit, load_order
 from harness.report.plots import _png as png
+from harness.report.plots import ms_text
 
 Plot = tuple[str, str]  # (caption, data URI)
 Point = dict[str, Any]
@@ -45,7 +46,7 @@ def _ls(data: dict[str, Any]) -> str:
 
 
 def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
-    fig = Figure(figsize=SIZE)
+    fig = Figure(figsize=SIZE, layout="constrained")
     ax = fig.add_subplot()
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.grid(alpha=0.3)
@@ -62,7 +63,7 @@ def _mark_knee(ax: Axes, data: dict[str, Any], xs: list[float], ys: list[float],
 def _mark_capacity(ax: Axes, data: dict[str, Any]) -> None:
     c = (data.get("capacity") or {}).get("capacity_qps")
     if c:
-        ax.axvline(c, color="#2ca02c", ls=":", lw=1.5, label=f"capacity {c:.4g} QPS")
+        ax.axvline(c, color="#2ca02c", ls=":", lw=1.5, label=f"capacity {ms_text(c)} QPS")
 
 
 def _finish(fig: Figure, ax: Axes) -> str:
@@ -85,7 +86,18 @@ def throughput_latency(data: dict[str, Any]) -> Plot | None:
         ax.axhline(bounds.pop(), color="gray", ls="--", lw=1, label="latency bound")
     _mark_knee(ax, data, xs99, p99, pts99)
     _mark_capacity(ax, data)  # a target rate, close to the completed one below saturation
+    _latency_scale(ax, p50 + p99)
     return "throughput vs latency (p50, p99)", _finish(fig, ax)
+
+
+def _latency_scale(ax: Axes, ys: list[float]) -> None:
+    """Log when latencies span over 30x (a few ms below the knee, hundreds past it: on a
+    linear axis every point before the knee lies on zero); else from zero."""
+    lo = min((y for y in ys if y > 0), default=0.0)
+    if lo > 0 and max(ys) > 30 * lo:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
 
 
 def achieved_vs_target(data: dict[str, Any]) -> Plot | None:
@@ -110,7 +122,7 @@ def _fit_line(ax: Axes, xs: list[float], ys: list[float], per: str) -> None:
     lo, hi = min(xs), max(xs)
     sign = "+" if b >= 0 else "−"
     ax.plot([lo, hi], [a + b * lo, a + b * hi], color="gray", ls=":", lw=1,
-            label=f"p50 fit {a:.3g} {sign} {abs(b):.3g} ms × {per}")
+            label=f"p50 fit {ms_text(a)} {sign} {ms_text(abs(b))} ms × {per}")
 
 
 def ttft_vs_input(data: dict[str, Any]) -> Plot | None:
@@ -123,6 +135,7 @@ def ttft_vs_input(data: dict[str, Any]) -> Plot | None:
     ax.plot(xs, p50, "o" + _ls(data), label="p50")
     ax.plot(xs99, p99, "s" + _ls(data), label="p99")
     _fit_line(ax, xs, p50, "input tokens")
+    ax.set_ylim(bottom=0)
     return "TTFT vs input length", _finish(fig, ax)
 
 
@@ -132,7 +145,7 @@ def _tpot_e2e(pairs: list[tuple[float, Point]], xlabel: str, title: str, law: st
     xe, e2e, _ = _xy(pairs, _m("latency_p50"))
     if len(set(xt)) < 2 and len(set(xe)) < 2:
         return None
-    fig = Figure(figsize=(2 * SIZE[0], SIZE[1]))
+    fig = Figure(figsize=(2 * SIZE[0], SIZE[1]), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     for ax, xs, ys, key, ylabel, name in (
         (ax1, xt, tpot, "tpot_p99", "TPOT (ms/token)", "tpot"),
@@ -146,6 +159,7 @@ def _tpot_e2e(pairs: list[tuple[float, Point]], xlabel: str, title: str, law: st
             ax.plot(x99, y99, "s-", label="p99")
             if name == law:
                 _fit_line(ax, xs, ys, per)
+            ax.set_ylim(bottom=0)
             ax.legend(fontsize=8)
     fig.suptitle(title)
     return title, png(fig)
@@ -196,6 +210,8 @@ def _vs_load(data: dict[str, Any], get: Callable[[Point], float | None], title: 
             lowest = min(lowest, *ye)
     if percent:  # a flat 100 % would otherwise be drawn as a band from 96 to 104 %
         ax.set_ylim(max(0.0, lowest - 5.0), 101.0)
+    else:
+        ax.set_ylim(bottom=0)
     _mark_knee(ax, data, xs, ys, pts)
     if name == "target_qps":
         _mark_capacity(ax, data)
