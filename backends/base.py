@@ -208,6 +208,8 @@ class StreamingBackend(Backend):
     max_in_flight: int | None = None
     #: how `stream` counts the tokens of a chunk, recorded beside the server's own count
     token_source: TokenSource = "chunks"
+    #: how a request's input tokens are counted where the server reports none (its usage)
+    input_token_method: str = "the dataset's length"
     #: the model's tokenizer (text -> token count), so that prompt datasets count lengths
     #: in its tokens; None: they count words. A backend that has one defines the method.
     count_tokens: Callable[[str], int] | None = None

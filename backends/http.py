@@ -148,11 +148,20 @@ class PreparedRequest:
     input_tokens: int  # counted locally (tokenizer) or the generator's target; 0 unknown
 
 
+def _chat_messages(sample: Any) -> list[dict[str, str]]:
+    return list(sample.messages) if sample.messages else [{"role": "user", "content": sample.prompt}]
+
+
 class _Tokenizer:
-    """Counts tokens locally when the server sends no usage."""
+    """Counts tokens locally: a chunk's when the server sends no usage, and a prompt's.
+
+    A chat request's prompt is what the server tokenizes after applying the model's chat
+    template (SmolLM2's adds a system prompt: 128 words of content were 158 tokens), so a
+    .gguf tokenizer counts messages through the template it carries."""
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
+        self._chat: Any = None
         if spec == "whitespace":
             self._count = lambda text: len(text.split())
             return
@@ -165,9 +174,30 @@ class _Tokenizer:
             raise BackendError("tokenizer from a .gguf file needs llama-cpp-python: pip install llama-cpp-python") from e
         vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
         self._count = lambda text: len(vocab.tokenize(text.encode(), add_bos=False, special=False)) if text else 0
+        template = (vocab.metadata or {}).get("tokenizer.chat_template")
+        if template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            def special(token: int) -> str:
+                return vocab.detokenize([token], special=True).decode(errors="replace")
+
+            formatter = Jinja2ChatFormatter(template=template, eos_token=special(vocab.token_eos()),
+                                            bos_token=special(vocab.token_bos()), add_generation_prompt=True)
+            # the template writes the special tokens out as text; the server parses them back
+            self._chat = lambda messages: len(vocab.tokenize(formatter(messages=messages).prompt.encode(),
+                                                             add_bos=False, special=True))
+
+    @property
+    def chat_method(self) -> str:
+        return "tokenizer, chat template" if self._chat is not None else "tokenizer, message contents only"
 
     def count(self, text: str) -> int:
         return self._count(text)
+
+    def count_chat(self, messages: list[dict[str, str]]) -> int:
+        if self._chat is not None:
+            return self._chat(messages)
+        return sum(self._count(m.get("content", "")) for m in messages)
 
 
 class HttpBackend(StreamingBackend):
@@ -214,6 +244,8 @@ class HttpBackend(StreamingBackend):
         self.redact_text = self._redact if self._redact.forms else None
         if o.tokenizer:
             self._tokenizer = _Tokenizer(o.tokenizer)
+            # prompt datasets then count their lengths in the model's tokens, not words
+            self.count_tokens = self._tokenizer.count
         if o.protocol == "json":
             path = Path(o.request_template or "")
             try:
@@ -310,7 +342,7 @@ class HttpBackend(StreamingBackend):
         if self._model_name:
             body["model"] = self._model_name
         if o.protocol == "openai-chat":
-            body["messages"] = list(sample.messages) if sample.messages else [{"role": "user", "content": sample.prompt}]
+            body["messages"] = _chat_messages(sample)
         else:
             if sample.prompt is None:
                 raise DatasetError("protocol openai-completions needs `prompt` samples; this dataset has chat `messages` (use openai-chat)")
@@ -332,8 +364,17 @@ class HttpBackend(StreamingBackend):
         if not hasattr(sample, "text"):
             return 0
         if self._tokenizer is not None:
+            if self.options.protocol == "openai-chat":
+                return self._tokenizer.count_chat(_chat_messages(sample))
             return self._tokenizer.count(sample.text())
         return sample.target_input_tokens
+
+    @property
+    def input_token_method(self) -> str:
+        """How a request's input tokens are counted when the server reports no usage."""
+        if self._tokenizer is None:
+            return "the dataset's length (words, or the generator's target)"
+        return self._tokenizer.chat_method if self.options.protocol == "openai-chat" else "tokenizer"
 
     # --- the connection pool lives on the SUT's event loop -------------------------------
     def _client_for(self, url: str, limit: int, total_timeout: float) -> HttpClient:
@@ -498,6 +539,7 @@ class HttpBackend(StreamingBackend):
             "requests_retried": self.requests_retried,
             "resent_on_closed_connection": self.resent_on_closed_connection,
             "token_count_client": self.token_source,
+            "input_token_count_client": self.input_token_method,
             "tokenizer": o.tokenizer,
             "inputs": [s.__dict__ for s in self._inputs],
             "outputs": [s.__dict__ for s in self._outputs],

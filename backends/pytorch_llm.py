@@ -95,6 +95,7 @@ class PyTorchLLMBackend(StreamingBackend):
         super().__init__(options)
         #: what the event-loop SUT needs to know about this backend
         self.token_source = "model"  # one chunk per generated token id: exact counts
+        self.input_token_method = "the model's tokenizer (chat template applied for chat)"  # the ids it runs
         self.max_in_flight: int | None = 1
         self._jobs: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None

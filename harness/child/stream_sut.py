@@ -99,6 +99,7 @@ class StreamingSUT:
         self.crashed: BaseException | None = None
         #: how the client counts tokens without usage: "tokenizer", "model" or "chunks"
         self._client_method = backend.token_source
+        self._input_method = backend.input_token_method
         self._validate = dataset.validate
         #: the backend's redaction of a request's whole text (its secrets, echoed by a
         #: server, never reach tokens.jsonl or LoadGen's log); None: nothing to hide
@@ -204,7 +205,8 @@ class StreamingSUT:
             client_tokens = sum(counts)
             server_tokens = _int(usage, "completion_tokens")
             n_tokens = server_tokens if server_tokens is not None else client_tokens
-            input_tokens = _int(usage, "prompt_tokens") or getattr(sample, "input_tokens", 0)
+            server_input = _int(usage, "prompt_tokens")
+            input_tokens = server_input or getattr(sample, "input_tokens", 0)
             lg_tokens = n_tokens
             if error:
                 self.failed += 1
@@ -250,6 +252,7 @@ class StreamingSUT:
                         "server_tokens": server_tokens,
                         "client_tokens": client_tokens,
                         "input_tokens": input_tokens,
+                        "input_source": "usage" if server_input else self._input_method,
                         "retries": retries,
                         "cached_tokens": _int(details if isinstance(details, dict) else None, "cached_tokens"),
                         "text": text,

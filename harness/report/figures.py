@@ -316,6 +316,8 @@ def llm_tables(tokens: dict[str, Any]) -> list[Table]:
             f"{rep['repeats']:,} of {rep['requests']:,} requests sent a prompt sent before (a prompt cache may serve them)")
     src = tokens.get("token_count_source") or {}
     row("output counted from", ", ".join(f"{k} {n:,}" for k, n in src.items()) or None)
+    src = tokens.get("input_token_count_source") or {}
+    row("input counted from", ", ".join(f"{k} {n:,}" for k, n in src.items()) or None)
     mm = tokens.get("mismatch") or {}
     if mm.get("requests_differing"):
         row("server/client count differ", mm["requests_differing"],

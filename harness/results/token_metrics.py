@@ -168,6 +168,8 @@ def token_summary(
         "input_tokens_per_s": float(c["input_tokens"][ok].sum()) / span_s if span_s > 0 else None,
         "request_output_tokens_per_s": weighted_distribution(per_req),
         "token_count_source": dict(Counter(e["source"] for e in ok_entries)),
+        # input tokens: the server's usage.prompt_tokens, else the client's count (which)
+        "input_token_count_source": dict(Counter(e.get("input_source") or "unknown" for e in ok_entries)),
         "client_count_method": entries[0].get("client_method"),
         "mismatch": mismatch,
         "retries": retries,

@@ -119,3 +119,35 @@ def test_a_gguf_tokenizer_counts_like_the_server(run_harness, llama_server):
     assert m["requests_compared"] == 4
     # re-tokenizing generated text rarely gives back exactly the generated ids; close is the bar
     assert m["server_over_client"] == pytest.approx(1.0, abs=0.25)
+
+
+def test_chat_prompts_are_counted_through_the_models_chat_template(run_harness, llama_server):
+    """SmolLM2's chat template adds a system prompt and role markers: a chat request's input
+    is what the server tokenizes after the template, not the message's words. Streamed,
+    llama.cpp sends no usage, so the client counts with the .gguf's template; unstreamed, it
+    sends usage.prompt_tokens. Per sample, the two counts must be equal."""
+    from harness.results.records import read_records
+
+    url, gguf = llama_server
+    counts = {}
+    for stream in (True, False):
+        run_dir, s = run_harness(
+            backend="http",
+            scenario="Offline",
+            dataset="synthetic:isl=8,osl=4,n=4",
+            backend_options={"protocol": "openai-chat", "url": url, "stream": stream, "tokenizer": str(gguf),
+                             "max_in_flight": 2},
+            min_duration_s=0.1,
+            min_query_count=4,
+            offline_expected_qps=1,
+            use_token_latencies=True,
+        )
+        assert s["harness"]["success_rate"] == 1.0
+        source = "tokenizer, chat template" if stream else "usage"
+        assert s["tokens"]["input_token_count_source"] == {source: 4}, s["tokens"]["input_token_count_source"]
+        c = read_records(run_dir).columns
+        counts[stream] = {int(i): int(n) for i, n in zip(c["sample_index"], c["input_tokens"])}
+    assert counts[True] == counts[False]
+    # the content is 8 tokens of the model's own (a tokenizer makes synthetic prompts exact);
+    # the template adds the rest (a default system prompt and role markers)
+    assert all(n > 8 + 10 for n in counts[True].values()), counts
