@@ -13,3 +13,25 @@ def test_the_http_warm_up_requests_count_as_warm_up(run_harness):
                            backend_options={"protocol": "openai-chat", "url": srv.url + "/v1"},
                            min_duration_s=0, min_query_count=4)
     assert 0.2 <= s["timings_s"]["warmup_s"] < 1.0, s["timings_s"]
+
+
+def test_no_timed_prompt_was_sent_by_the_warm_up(run_harness):
+    """A server's prompt cache reuses the longest common prefix: warmed up on sample 0 itself,
+    a first timed request on sample 0 was a full cache hit (TTFT 44 ms against 2.9 s). The
+    warm-up's prompts must differ from every timed one from their first word on."""
+    from harness.data.prompts import build_prompt_dataset
+
+    received: list[str] = []
+    spec = "synthetic:isl=8,osl=4,n=4"
+    with ServerThread(openai_app(Timing(tokens=4), received=received)) as srv:
+        _, s = run_harness(backend="http", scenario="Offline", dataset=spec,
+                           backend_options={"protocol": "openai-chat", "url": srv.url + "/v1", "warmup_requests": 3},
+                           min_duration_s=0, min_query_count=4)
+    assert s["harness"]["success_rate"] == 1.0
+    warmups, timed = received[:3], received[3:]
+    prompts = {p.text() for p in build_prompt_dataset(spec, 0).prompts}
+    assert len(timed) == s["harness"]["samples"] and set(timed) <= prompts
+    first_words = {p.split()[0] for p in prompts}
+    assert all(w.split()[0] not in first_words and w not in prompts for w in warmups), (warmups, prompts)
+    # the same kind of request, so it still checks the answer format and opens connections
+    assert all(any(w.endswith(p) for p in prompts) for w in warmups)

@@ -90,9 +90,11 @@ class ServerThread:
 # --- OpenAI-compatible ground truth ----------------------------------------------------
 
 
-def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None = None) -> web.Application:
+def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None = None,
+               received: list[str] | None = None) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
-    sent, as careless servers do: the harness must keep the key out of its records anyway."""
+    sent, as careless servers do: the harness must keep the key out of its records anyway.
+    With `received`, each request's prompt (a chat's last message) is appended, in order."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -118,6 +120,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         body = await request.json()
         chat = request.path.endswith("/chat/completions")
         text = body["messages"][-1]["content"] if chat else body["prompt"]
+        if received is not None:
+            received.append(text)
         behaviour = next((b for b in BEHAVIOURS if b in text), "@ok")
         n = int(body.get("max_tokens") or timing.tokens)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and timing.usage
