@@ -84,6 +84,11 @@ def _thin(n: int) -> np.ndarray:
     return np.arange(n) if n <= MAX_POINTS else np.linspace(0, n - 1, MAX_POINTS).astype(np.int64)
 
 
+def _dots(n: int) -> dict[str, float]:
+    """Scatter dots that stay visible for 50 requests and do not blot out 20,000."""
+    return {"s": 8, "alpha": 0.7} if n <= 1000 else {"s": 4, "alpha": 0.5} if n <= 10_000 else {"s": 2, "alpha": 0.4}
+
+
 def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
     fig = Figure(figsize=SIZE, layout="constrained")
     ax = fig.add_subplot()
@@ -99,10 +104,25 @@ def _n_bins(n: int) -> int:
 
 def _crowded(values: np.ndarray, weights: np.ndarray | None, lo: float, hi: float, bins: int = 60) -> bool:
     """Would even bins from lo to hi put most of the mass in a few bars (a long tail)?"""
-    if not (lo > 0 and hi > 3 * lo):
+    if not (lo > 0 and hi > 10 * lo):  # under a decade, log bins spread a spike no wider
         return False
     counts, _ = np.histogram(np.clip(values, lo, hi), bins=bins, range=(lo, hi), weights=weights)
     return float(counts.max()) > _CROWDED * float(counts.sum())
+
+
+def histogram_bins(values: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    """Bin edges from the smallest value to p99.9 (LoadGen's rule), and whether they are
+    log-spaced: they are when even bins would crowd one bar (a long tail)."""
+    q = _percentiles(values, weights)
+    positive = values[values > 0]
+    lo = float(positive.min()) if len(positive) else float(values.min())
+    hi = q["p99_9"]
+    n = _n_bins(len(values))
+    if hi <= lo:  # one value: a bar around it
+        return np.linspace(lo - 0.5, lo + 0.5, 2), False
+    if _crowded(values, weights, lo, hi, n):
+        return np.geomspace(lo, hi, n + 1), True
+    return np.linspace(float(values.min()), hi, n + 1), False
 
 
 def _percentiles(values: np.ndarray, weights: np.ndarray | None) -> dict[str, float]:
@@ -117,23 +137,19 @@ def distribution(values: np.ndarray, xlabel: str, title: str, color: str = "#1f7
     tail gets log-spaced bins, or nearly every request would land in the first bar."""
     fig, ax = _axes(title, xlabel, ylabel)
     q = _percentiles(values, weights)
-    positive = values[values > 0]
-    lo = float(positive.min()) if len(positive) else 0.0
-    hi = max(q["p99_9"], lo)
-    n_bins = _n_bins(len(values))
-    bins: Any = n_bins
-    if _crowded(values, weights, lo, hi, n_bins):
-        bins = np.geomspace(lo, hi, n_bins + 1)
+    edges, log = histogram_bins(values, weights)
+    if log:
         ax.set_xscale("log")
-        values = np.maximum(values, lo)  # zeros (tokens that came with the one before) in the first bin
-    folded = bool((values > hi).any())
-    ax.hist(np.minimum(values, hi), bins=bins, weights=weights, color=color)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 1.5 requests
+    folded = bool((values > edges[-1]).any())
+    # zeros (tokens that came with the one before) go in the first bin, the tail in the last
+    ax.hist(np.clip(values, edges[0], edges[-1]), bins=edges, weights=weights, color=color)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))  # counts: no 1.5 requests
     for p, style in (("p50", ":"), ("p99", "--")):
         ax.axvline(q[p], color="black", ls=style, lw=1, label=f"{p} {ms_text(q[p])} ms")
     if folded:
         ax.set_xlabel(f"{xlabel}; above p99.9 in the last bin")
-    ax.legend(loc="best", fontsize=8)  # wherever the bars leave room
+    # below the axes: a flat histogram (Offline's latency) leaves no room inside for it
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     return _png(fig)
 
 
@@ -143,7 +159,7 @@ def latency_cdf(e2e_ms: np.ndarray) -> str:
     idx = _thin(len(s))
     ax.plot(s[idx], (idx + 1) / len(s), lw=1.5)
     q = _percentiles(s, None)
-    if _crowded(s, None, float(s[0]), q["p99_9"], _n_bins(len(s))):  # the histogram's rule
+    if histogram_bins(s)[1]:  # the histogram's rule
         ax.set_xscale("log")  # long tails: a linear axis would squash the body of the curve
     for p, style, y in (("p50", ":", 0.5), ("p99", "--", 0.99)):
         v = q[p]
@@ -163,11 +179,11 @@ def latency_over_time(columns: dict[str, Any]) -> str:
     e2e = (columns["complete_ns"] - columns["issue_ns"]) / 1e6
     fig, ax = _axes("latency over time", "completion time since first issue (s)", "latency (ms)")
     ok_idx = np.flatnonzero(ok)[_thin(int(ok.sum()))]
-    ax.scatter(t[ok_idx], e2e[ok_idx], s=2, alpha=0.5, label="ok")
-    if (~ok).any():
+    ax.scatter(t[ok_idx], e2e[ok_idx], **_dots(len(ok_idx)), label="ok")
+    if (~ok).any():  # a legend only when there are two kinds of mark
         bad = np.flatnonzero(~ok)[_thin(int((~ok).sum()))]
         ax.scatter(t[bad], e2e[bad], s=12, marker="x", color="#d62728", label="failed")
-    ax.legend(loc="upper left", fontsize=8)
+        ax.legend(loc="upper left", fontsize=8)
     return _png(fig)
 
 
@@ -196,7 +212,9 @@ def throughput_over_time(columns: dict[str, Any], target_per_s: float | None) ->
     if target_per_s:
         ax.axhline(target_per_s, color="black", ls="--", lw=1, label=f"target {ms_text(target_per_s)}/s")
     ax.set_xlim(0, float(ts["edges_s"][-1]))
-    ax.set_ylim(bottom=0)
+    top = max(float(ts["ok_per_s"].max()), float(ts["failed_per_s"].max()), target_per_s or 0.0,
+              0.0 if at_once else float(issued.max()))
+    ax.set_ylim(0, top * 1.15 or 1.0)  # from zero, with room above the highest line
     ax.legend(loc="lower right", fontsize=8)
     return _png(fig)
 
@@ -221,6 +239,7 @@ def breakdown(columns: dict[str, Any], bd: dict[str, Any]) -> str:
     ax2.stackplot(mid[have], *layers, labels=stages, colors=[_STAGE_COLORS[s] for s in stages])
     top = float(np.sum(layers, axis=0).max()) if have.any() else 1.0
     ax2.set_ylim(0, top * 1.25 or 1.0)  # headroom: the legend sits above the stack, not on it
+    ax2.set_xlim(0, float(ts["edges_s"][-1]))  # the throughput plot's time axis
     ax2.set(xlabel="completion time since first issue (s)", ylabel="mean latency (ms)", title="stages over time")
     ax2.legend(loc="upper left", fontsize=8, ncols=len(stages))
     ax2.grid(alpha=0.3)
@@ -255,7 +274,7 @@ def token_plots(columns: dict[str, Any], itl: tuple[np.ndarray, np.ndarray] | No
     if _varies(n_in):
         idx = _thin(len(ttft))
         fig, ax = _axes("time to first token vs input length", "input tokens", "TTFT (ms)")
-        ax.scatter(n_in[idx], ttft[idx], s=4, alpha=0.5, color="#9467bd")
+        ax.scatter(n_in[idx], ttft[idx], **_dots(len(idx)), color="#9467bd")
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
         figures.append(("TTFT vs input length", _png(fig)))
@@ -270,7 +289,7 @@ def token_plots(columns: dict[str, Any], itl: tuple[np.ndarray, np.ndarray] | No
         if _varies(n_out[multi]):
             idx = _thin(len(tpot))
             fig, ax = _axes("time per output token vs output length", "output tokens", "TPOT (ms/token)")
-            ax.scatter(n_out[multi][idx], tpot[idx], s=4, alpha=0.5, color="#2ca02c")
+            ax.scatter(n_out[multi][idx], tpot[idx], **_dots(len(idx)), color="#2ca02c")
             ax.set_xlim(left=0)
             ax.set_ylim(bottom=0)
             figures.append(("TPOT vs output length", _png(fig)))
