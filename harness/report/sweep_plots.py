@@ -1,6 +1,6 @@
 """A sweep's curves for its HTML report, from sweep.json alone, as inlined PNGs.
 
-One figure per question of issue #15 (throughput vs latency, achieved vs target rate,
+One figure per question a sweep answers (throughput vs latency, achieved vs target rate,
 TTFT vs input length, TPOT and E2E vs output length and vs concurrency, per-user vs total
 output tokens/s, success and goodput vs load, queue share vs load, cost vs load), each drawn
 only when at least two complete points carry its figures. The capacity (a dotted vertical
