@@ -215,7 +215,7 @@ def throughput_over_time(columns: dict[str, Any], target_per_s: float | None) ->
     top = max(float(ts["ok_per_s"].max()), float(ts["failed_per_s"].max()), target_per_s or 0.0,
               0.0 if at_once else float(issued.max()))
     ax.set_ylim(0, top * 1.15 or 1.0)  # from zero, with room above the highest line
-    ax.legend(loc="lower right", fontsize=8)
+    fig.legend(loc="outside lower center", ncols=4, fontsize=8, frameon=False)  # off the lines, wherever they dip
     return _png(fig)
 
 
