@@ -40,9 +40,15 @@ def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any]) -> tuple[li
         elif scenario in ("SingleStream", "MultiStream"):
             key = "single_stream_expected_latency_ms" if scenario == "SingleStream" else "multi_stream_expected_latency_ms"
             p50 = ours.get("latency_ms", {}).get("p50") or 0
+            # LoadGen logs the hint only as requested; its effective target_latency is a Server
+            # setting (0 here), and its effective target_qps is 1 s / the hint
+            hint_ns = lg.get(f"requested_{key.removesuffix('_ms')}_ns")
+            if hint_ns is None and eff.get("target_qps"):
+                hint_ns = 1e9 / eff["target_qps"]
+            hint = f" ({hint_ns / 1e6:g} ms)" if hint_ns else ""
             reasons.append(
                 f"too few queries were pre-generated to fill min_duration ({min_dur_s:g} s): LoadGen sizes them "
-                f"from the expected latency ({(eff.get('target_latency_ns') or 0) / 1e6:g} ms) and the SUT was faster"
+                f"from the expected latency{hint} and the SUT was faster"
             )
             fixes.append(f"lower {key} to ≈ {_round_sig(max(p50 / FIX_MARGIN, 1e-3)):g} (the p50 measured here, "
                          f"{1 - 1 / FIX_MARGIN:.0%} lower for margin)")
