@@ -86,7 +86,10 @@ _CONFIG_OPTIONS = [
                   help="an mlperf.conf whose values override the one LoadGen has compiled in (rarely needed)"),
     click.option("--user-conf", type=click.Path(path_type=Path),
                   help="user.conf: your settings per benchmark and scenario (LoadGen applies its own mlperf.conf first)"),
-    click.option("--benchmark", help="model name the conf files are keyed by (e.g. resnet50)"),
+    click.option("--benchmark", help="MLPerf model name (e.g. resnet50): LoadGen then applies its compiled-in "
+                  "mlperf.conf for it (official seeds, durations, counts); --set overrides"),
+    click.option("--no-mlperf-conf", "no_mlperf_conf", is_flag=True,
+                  help="do not load LoadGen's compiled-in mlperf.conf (on by default with --benchmark)"),
     click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="any run or backend setting"),
 ]
 
@@ -103,6 +106,8 @@ def build_run_config(
     if weights is not None:
         overrides = (*overrides, f"weights={weights.resolve()}")
     cli_values.update(mlperf_conf=str(mlperf_conf) if mlperf_conf else None, user_conf=str(user_conf) if user_conf else None)
+    if cli_values.pop("no_mlperf_conf", False):
+        cli_values["official_conf"] = False
     if config_file is None and not overrides and all(v is None for v in cli_values.values()):
         return None
     return build_config(config_file, overrides, cli_values, registry.option_names, registry.options_class,

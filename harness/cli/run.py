@@ -57,6 +57,7 @@ def run(
     mlperf_conf: Path | None,
     user_conf: Path | None,
     benchmark: str | None,
+    no_mlperf_conf: bool,
     overrides: tuple[str, ...],
     output_dir: Path,
     as_json: bool,
@@ -69,7 +70,8 @@ def run(
     # Read the price sheet before the test, so a typo in it costs no run.
     sheet = load_sheet(cost_file) if cost_file else None
     config = build_run_config(config_file, overrides, weights, mlperf_conf, user_conf, scenario=scenario, mode=mode,
-                              backend=backend, model=model, dataset=dataset, name=name, benchmark=benchmark)
+                              backend=backend, model=model, dataset=dataset, name=name, benchmark=benchmark,
+                              no_mlperf_conf=no_mlperf_conf)
     if config is None:
         from harness.run.demo import demo_configs
 

@@ -88,8 +88,21 @@ def check_conf_file(key: str, path: Path) -> None:
                               + ": it would be ignored")
 
 
+def uses_official_conf(config: RunConfig) -> bool:
+    """Whether LoadGen loads its compiled-in mlperf.conf: with any conf file (it loads its
+    own first), else by `official_conf`, which defaults to on when a benchmark is named."""
+    if config.mlperf_conf or config.user_conf:
+        return True
+    return config.official_conf if config.official_conf is not None else config.benchmark != "*"
+
+
 def merged_conf_text(config: RunConfig) -> str | None:
-    """mlperf_conf then user_conf in one text: LoadGen accepts one FromConfig per process."""
+    """mlperf_conf then user_conf in one text: LoadGen accepts one FromConfig per process.
+    With neither, but the official conf wanted, an empty user.conf: loading it is how
+    LoadGen applies its compiled-in mlperf.conf (FromConfig of a user.conf loads it first);
+    without a FromConfig call the seeds stay 0 and no benchmark's counts apply."""
+    if not (config.mlperf_conf or config.user_conf) and uses_official_conf(config):
+        return "# empty: LoadGen's compiled-in mlperf.conf applies\n"
     parts = []
     for key in ("mlperf_conf", "user_conf"):
         path = getattr(config, key)

@@ -20,11 +20,15 @@ naming the key, the file and line, and the closest valid key. LoadGen settings l
 keep LoadGen's value (with a conf file, its compiled-in mlperf.conf and then yours); the
 effective values are read back from LoadGen's log into `summary.json` → `loadgen.effective_settings`.
 
-You need no mlperf.conf file: LoadGen has MLPerf's mlperf.conf compiled in. Give a
-`user_conf` (and `benchmark`, the model name both files are keyed by) and LoadGen applies
-its compiled-in mlperf.conf first, then your file; the harness loads every conf file that
-way. With no conf file at all, LoadGen's TestSettings defaults (min_duration 10 s, min_query_count
-100) and the settings below apply.
+You need no mlperf.conf file: LoadGen has MLPerf's mlperf.conf compiled in. Name the
+`benchmark` (`--benchmark resnet50`) and LoadGen applies it for that benchmark and
+scenario: the official seeds, the 600 s minimum duration, the benchmark's counts
+(performance_sample_count 1024 and 24,576 Offline samples for resnet50); `--set` values
+still override it, and `official_conf: false` (`--no-mlperf-conf`) opts out. Give a
+`user_conf` and LoadGen applies its compiled-in mlperf.conf first, then your file; the
+harness loads every conf file that way. With no benchmark and no conf file, LoadGen's
+TestSettings defaults (min_duration 10 s, min_query_count 100, seeds 0) and the settings
+below apply (`official_conf: true` applies the conf's wildcard entries then too).
 `mlperf_conf` is only for overriding the compiled-in rules (its values win).
 
 Backend options go under `backend_options:` in YAML, or as bare `--set KEY=VALUE` when the

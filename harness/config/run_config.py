@@ -78,6 +78,11 @@ class RunConfig(BaseModel):
     mlperf_conf: str | None = Field(None, description="an mlperf.conf-format file")
     user_conf: str | None = Field(None, description="a user.conf file")
     benchmark: str = Field("*", description="model name the conf files are keyed by, e.g. resnet50")
+    official_conf: bool | None = Field(
+        None,
+        description="load LoadGen's compiled-in mlperf.conf (official seeds, durations, counts) before any conf "
+        "file and --set; default: on when a benchmark is named; false: off (--no-mlperf-conf)",
+    )
 
     # --- LoadGen test settings (None: LoadGen's default or the conf files') --------------
     min_duration_s: float | None = Field(None, ge=0, le=MAX_DURATION_S)
