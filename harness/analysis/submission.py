@@ -22,38 +22,33 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.analysis.check import check_run
+from harness.analysis.compliance import Audit, compliance_files, is_audit_folder, load_audit
 from harness.analysis.run_data import RunData, load_run
+from harness.analysis.submission_rules import (
+    ACCELERATOR_FIELDS,
+    BENCHMARKS,
+    CHECKER_VERSIONS,
+    MEANINGFUL_FIELDS,
+    SYSTEM_FIELDS,
+    accuracy_line,
+    accuracy_problems,
+    official_settings,
+    scenario_problems,
+    system_problems,
+    truncate_accuracy_log,
+)
 from harness.config.run_config import read_yaml
-from harness.data.hashing import sha256_file
-from harness.errors import ConfigError, HarnessError, OutputError, SubmissionRefused
+from harness.errors import ConfigError, OutputError, SubmissionRefused
 from harness.results import folder
 
+__all__ = ["official_settings", "write_submission", "broken_rules", "system_description", "system_template"]
+
 DIVISIONS = ("closed", "open", "network")
-SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge")
-STATUSES = ("available", "preview", "rdi")
-# Fields MLPerf's system description must carry with a value.
-REQUIRED_SYSTEM_FIELDS = (
-    "division", "submitter", "status", "system_type", "system_name", "number_of_nodes",
-    "host_processor_model_name", "host_processors_per_node", "host_processor_core_count",
-    "host_memory_capacity", "host_storage_capacity", "host_storage_type",
-    "accelerator_model_name", "accelerators_per_node", "accelerator_memory_capacity",
-    "framework", "operating_system", "other_software_stack",
-)
-# Fields the checker expects present; empty is allowed.
-OPTIONAL_SYSTEM_FIELDS = (
-    "host_processor_frequency", "host_processor_caches", "host_processor_interconnect",
-    "host_memory_configuration", "host_networking", "host_networking_topology",
-    "accelerator_frequency", "accelerator_host_interconnect", "accelerator_interconnect",
-    "accelerator_interconnect_topology", "accelerator_memory_configuration", "accelerator_on-chip_memories",
-    "cooling", "hw_notes", "sw_notes", "system_type_detail",
-)
 SEEDS = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
 # RunConfig key -> (user.conf key, multiplier to the conf's unit)
 _USER_CONF_KEYS = {
@@ -78,33 +73,15 @@ class SubmissionResult:
     skipped: list[str] = field(default_factory=list)  # arguments that are not runs, and why
 
 
-def official_settings(benchmark: str, scenario: str) -> dict[str, int]:
-    """min duration, min query count and seeds of the installed LoadGen's mlperf.conf."""
-    code = (
-        "import json, sys, tempfile, mlperf_loadgen as lg\n"
-        "p = tempfile.NamedTemporaryFile('w', suffix='.conf', delete=False); p.write('\\n'); p.close()\n"
-        "ts = lg.TestSettings(); rc = ts.FromConfig(p.name, sys.argv[1], sys.argv[2], 1)\n"
-        "print(json.dumps({'rc': rc, 'min_duration_ms': ts.min_duration_ms, 'min_query_count': ts.min_query_count,"
-        " 'qsl_rng_seed': ts.qsl_rng_seed, 'sample_index_rng_seed': ts.sample_index_rng_seed,"
-        " 'schedule_rng_seed': ts.schedule_rng_seed}))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code, benchmark, scenario], capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise HarnessError(f"cannot read LoadGen's mlperf.conf: {out.stderr.strip().splitlines()[-1:]}")
-    data = json.loads(out.stdout.strip().splitlines()[-1])
-    if data.pop("rc") != 0:
-        raise HarnessError("LoadGen rejected an empty user.conf while reading its mlperf.conf")
-    return data
-
-
 def _runs_only(paths: list[Path]) -> tuple[list[Path], list[str]]:
-    """The run folders among `paths` (as `results/*` expands), and what was skipped, why.
-    A file (a README) or a sweep/repeat folder is not a run: it is named, not an error."""
+    """The run and `harness audit` folders among `paths` (as `results/*` expands), and
+    what was skipped, why. A file (a README) or a sweep/repeat folder is not a run: it is
+    named, not an error."""
     runs, skipped = [], []
     for p in paths:
         if not p.is_dir():
             skipped.append(f"{p.name}: not a folder" if p.exists() else f"{p}: does not exist")
-        elif (p / folder.RUN_CONFIG).is_file():
+        elif (p / folder.RUN_CONFIG).is_file() or is_audit_folder(p):
             runs.append(p)
         elif (p / folder.SWEEP).is_file() or (p / folder.AGGREGATE).is_file():
             skipped.append(f"{p.name}: a sweep or repeat folder; pass the runs inside it")
@@ -126,8 +103,9 @@ def _load(run_dir: Path) -> RunData:
     return load_run(run_dir)
 
 
-def broken_rules(runs: list[RunData]) -> list[str]:
-    """Every MLPerf rule the set of runs breaks, one sentence each, naming the run."""
+def broken_rules(runs: list[RunData], division: str = "open", audits: list[Audit] = (),
+                 system_type: str = "") -> list[str]:
+    """Every rule of the checker the set of runs breaks, one sentence each, naming the run."""
     broken: list[str] = []
     groups: dict[tuple[str, str], dict[str, list[RunData]]] = {}
     for r in runs:
@@ -138,12 +116,13 @@ def broken_rules(runs: list[RunData]) -> list[str]:
         groups.setdefault(_key(r), {"PerformanceOnly": [], "AccuracyOnly": []})[mode].append(r)
         if (r.run_dir / folder.AUDIT_CONFIG).is_file():
             broken.append(f"{r.run_dir.name}: a compliance audit run (audit.config overrode LoadGen's settings); "
-                          "submit the normal run and put audits under compliance/")
+                          "submit the normal run, and pass the `harness audit` folder for the compliance tests")
         verdict = check_run(r.run_dir, rebuild_dataset=False)
         for f in verdict.problems():
             if f.kind in ("tampered", "incomplete") or (f.kind == "invalid" and f.what != "validity"):
                 broken.append(f"{r.run_dir.name}: {f.kind}: {f.what}: {f.detail}")
-    systems = {json.dumps({k: v for k, v in r.system.items() if k != "harness_git_commit"}, sort_keys=True) for r in runs}
+    systems = {json.dumps({k: v for k, v in r.system.items() if k != "harness_git_commit"}, sort_keys=True)
+               for r in [*runs, *(a.run for a in audits)]}
     if len(systems) > 1:
         broken.append("the runs come from different systems (system.json differs): one submission folder per system")
     for (benchmark, scenario), modes in sorted(groups.items()):
@@ -156,18 +135,91 @@ def broken_rules(runs: list[RunData]) -> list[str]:
                 broken.append(f"{name}: no {mode} run; a submission needs both a PerformanceOnly and an AccuracyOnly run")
             elif len(found) > 1:
                 broken.append(f"{name}: {len(found)} {mode} runs ({', '.join(r.run_dir.name for r in found)}); pass one")
+        broken += _same_system_under_test(name, modes)
         official = official_settings(benchmark, scenario)
         for r in modes["PerformanceOnly"]:
-            broken += _performance_rules(name, r, official)
+            broken += _performance_rules(name, r, official, division)
         for r in modes["AccuracyOnly"]:
-            if not r.summary.get("accuracy") or r.summary["accuracy"].get("value") is None:
+            value = (r.summary.get("accuracy") or {}).get("value")
+            if value is None:
                 broken.append(f"{name}: {r.run_dir.name} has no accuracy figure (the dataset needs labels)")
+            eff = r.summary["loadgen"].get("effective_settings") or {}
+            broken += accuracy_problems(name, r.run_dir.name, benchmark, division, eff, value)
+        broken += _compliance_rules(name, benchmark, scenario, modes, audits, division, official)
+    by_benchmark: dict[str, set[str]] = {}
+    for benchmark, scenario in groups:
+        by_benchmark.setdefault(benchmark, set()).add(scenario)
+    for benchmark, scenarios in sorted(by_benchmark.items()):
+        broken += scenario_problems(benchmark, scenarios, system_type, division)
     return broken
 
 
-def _performance_rules(name: str, r: RunData, official: dict[str, int]) -> list[str]:
+def _compliance_rules(name: str, benchmark: str, scenario: str, modes: dict[str, list[RunData]], audits: list[Audit],
+                      division: str, official: dict[str, int]) -> list[str]:
+    """Closed division: the benchmark's audits, each a passing one of this result, each
+    audit run itself meeting the performance rules (the checker runs them on its log)."""
+    mine = [a for a in audits if a.key == (benchmark, scenario)]
+    if division != "closed":
+        return [f"{name}: {a.folder.name}: compliance audits are for the closed division; drop it" for a in mine]
+    bench = BENCHMARKS.get(benchmark)
+    wanted = bench.compliance if bench else ()
+    broken = []
+    perf, acc = modes["PerformanceOnly"], modes["AccuracyOnly"]
+    for test in wanted:
+        found = [a for a in mine if a.test == test]
+        if not found:
+            broken.append(f"{name}: no {test} audit; the closed division needs {', '.join(wanted)} in every scenario "
+                          f"(`harness audit {test} ...` with this run's config, then pass its folder)")
+            continue
+        if len(found) > 1:
+            broken.append(f"{name}: {len(found)} {test} audits ({', '.join(a.folder.name for a in found)}); pass one")
+            continue
+        audit = found[0]
+        broken += [rule.replace(f"{name}: ", f"{name}: {test}: ", 1)
+                   for rule in _performance_rules(name, audit.run, official, division, audit=True)]
+        if len(perf) == 1:
+            passed, files = compliance_files(audit, perf[0], acc[0] if len(acc) == 1 else None)
+            if not passed:
+                why = next(line for text in files.values() if isinstance(text, str)
+                           for line in text.splitlines() if line.startswith("TEST FAIL"))
+                broken.append(f"{name}: {test} fails against the submitted runs: {why}")
+    return broken
+
+
+def _sut_identity(r: RunData) -> dict[str, Any]:
+    """What must be the same in the performance and the accuracy run of one result: the
+    engine, its settings, the model file and the dataset (MLPerf: the same SUT)."""
+    backend = {k: v for k, v in (r.summary.get("backend") or {}).items() if k not in ("server",)}
+    return {"backend": r.config.get("backend"), "backend settings": backend,
+            "backend_options": r.config.get("backend_options") or {},
+            "model sha256": (r.manifest.get("sha256") or {}).get("model"), "dataset": r.config.get("dataset")}
+
+
+def _same_system_under_test(name: str, modes: dict[str, list[RunData]]) -> list[str]:
+    perf, acc = modes["PerformanceOnly"], modes["AccuracyOnly"]
+    if len(perf) != 1 or len(acc) != 1:
+        return []
+    a, b = _sut_identity(perf[0]), _sut_identity(acc[0])
+    differ = [k for k in a if a[k] != b[k]]
+    if not differ:
+        return []
+    shown = "; ".join(f"{k} {_brief(a[k])} vs {_brief(b[k])}" for k in differ[:3])
+    return [f"{name}: the performance run {perf[0].run_dir.name} and the accuracy run {acc[0].run_dir.name} "
+            f"are not of the same system under test ({shown}): run both with one config"]
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _performance_rules(name: str, r: RunData, official: dict[str, int], division: str,
+                       audit: bool = False) -> list[str]:
+    """The checker's performance checks (performance_check.py) on one run's settings, plus
+    VALID (which its compliance scripts and its previous version require)."""
     broken: list[str] = []
     eff = r.summary["loadgen"].get("effective_settings") or {}
+    scenario = r.config["scenario"]
     validity = r.summary["validity"]
     if validity["result"] != "VALID":
         why = "; ".join(validity.get("reasons") or []) or validity.get("loadgen_invalid_reason") or ""
@@ -175,51 +227,113 @@ def _performance_rules(name: str, r: RunData, official: dict[str, int]) -> list[
     if (eff.get("min_duration_ms") or 0) < official["min_duration_ms"]:
         broken.append(f"{name}: min duration {eff.get('min_duration_ms', 0) / 1e3:g} s is under the official "
                       f"{official['min_duration_ms'] / 1e3:g} s (set min_duration_s or drop the override)")
-    if (eff.get("min_query_count") or 0) < official["min_query_count"]:
-        broken.append(f"{name}: min query count {eff.get('min_query_count')} is under the official {official['min_query_count']}")
+    # SingleStream, MultiStream and Server are bounded by early stopping, not a query count;
+    # Offline is one query, and the closed division's count is of the samples in it
+    # (24,576 for resnet50: its effective min_query_count is always 1)
+    if scenario == "Offline" and division == "closed":
+        samples = int(eff.get("samples_per_query") or 0)
+        if samples < official["min_query_count"]:
+            broken.append(f"{name}: {samples:,} samples in the Offline query, under the official "
+                          f"{official['min_query_count']:,} (raise offline_expected_qps or min_duration_s)")
+    if official.get("performance_sample_count") and (eff.get("performance_sample_count") or 0) < official["performance_sample_count"]:
+        broken.append(f"{name}: performance sample count {eff.get('performance_sample_count')} is under the official "
+                      f"{official['performance_sample_count']} (drop the performance_sample_count override, or use a "
+                      "dataset of at least that many samples)")
+    if scenario == "Server" and (eff.get("target_latency_ns") or 0) > official["server_target_latency_ns"]:
+        broken.append(f"{name}: target latency {eff['target_latency_ns'] / 1e6:g} ms is over the benchmark's "
+                      f"{official['server_target_latency_ns'] / 1e6:g} ms")
     for seed in SEEDS:
         if eff.get(seed) != official[seed]:
             broken.append(f"{name}: {seed} {eff.get(seed)} is not the official {official[seed]} "
-                          "(pass LoadGen's mlperf.conf with --mlperf-conf, or set no seed)")
-    for key in ("performance_issue_same", "performance_issue_unique"):
-        if eff.get(key):
-            broken.append(f"{name}: {key} is on: that is an audit setting, not a submission run")
+                          "(name the benchmark, e.g. --benchmark resnet50, and set no seed: LoadGen then applies its "
+                          "compiled-in mlperf.conf)")
+    if not audit:
+        for key in ("performance_issue_same", "performance_issue_unique"):
+            if eff.get(key):
+                broken.append(f"{name}: {key} is on: that is an audit setting, not a submission run")
     return broken
 
 
-def system_description(runs: list[RunData], user: dict[str, Any], division: str, org: str) -> dict[str, Any]:
-    """system.json of the runs, completed by the user's file; user values win."""
-    s = runs[0].system
-    accel = s.get("accelerators") or []
+def _measured(system: dict[str, Any], runs: list[RunData]) -> dict[str, Any]:
+    """The system description fields the runs' system.json and summaries answer."""
+    accel = system.get("accelerators") or []
     engines = sorted({f"{(r.summary.get('backend') or {}).get('engine', r.config['backend'])} "
                       f"{(r.summary.get('backend') or {}).get('engine_version', '')}".strip() for r in runs})
-    derived: dict[str, Any] = {
-        "division": division,
-        "submitter": org,
+    fields: dict[str, Any] = {
         "number_of_nodes": 1,
-        "host_processor_model_name": s.get("cpu_model"),
-        "host_processor_core_count": s.get("cpu_cores"),
-        "host_memory_capacity": f"{round((s.get('memory_bytes') or 0) / 2**30)} GB" if s.get("memory_bytes") else None,
-        "accelerator_model_name": accel[0].split(",")[0].strip() if accel else "N/A",
-        "accelerators_per_node": len(accel),
-        "accelerator_memory_capacity": accel[0].split(",")[1].strip() if accel and "," in accel[0] else "N/A",
-        "framework": ", ".join(engines),
-        "operating_system": s.get("os"),
-        "other_software_stack": ", ".join(f"{k} {v}" for k, v in sorted((s.get("packages") or {}).items()))
-        + f", python {s.get('python')}",
+        "host_processor_model_name": system.get("cpu_model"),
+        "host_processor_core_count": system.get("cpu_cores"),
+        "host_memory_capacity": f"{round((system.get('memory_bytes') or 0) / 2**30)} GB" if system.get("memory_bytes") else None,
+        # a string: the checker reads a numeric 0 as "no answer"
+        "accelerators_per_node": str(len(accel)),
+        "framework": ", ".join(engines) if engines else None,
+        "operating_system": system.get("os"),
+        "other_software_stack": ", ".join(f"{k} {v}" for k, v in sorted((system.get("packages") or {}).items()))
+        + f", python {system.get('python')}",
     }
-    desc = {**derived, **{k: v for k, v in user.items() if k not in ("measurements", "system_id")}}
+    if accel:
+        fields["accelerator_model_name"] = accel[0].split(",")[0].strip()
+        if "," in accel[0]:
+            fields["accelerator_memory_capacity"] = accel[0].split(",")[1].strip()
+    else:
+        fields.update({k: "N/A" for k in ACCELERATOR_FIELDS})
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def system_description(runs: list[RunData], user: dict[str, Any], division: str, org: str) -> dict[str, Any]:
+    """systems/<system>.json: every field the checker requires, from the runs where they
+    answer it, else the user's file (whose values win); the rest empty. Problems are
+    raised together, one line each."""
+    desc: dict[str, Any] = {k: "" for k in SYSTEM_FIELDS}
+    desc.update(_measured(runs[0].system, runs))
+    desc.update({k: v for k, v in user.items() if k not in ("measurements", "system_id")})
     desc["division"], desc["submitter"] = division, org
-    for key in OPTIONAL_SYSTEM_FIELDS:
-        desc.setdefault(key, "")
-    missing = [k for k in REQUIRED_SYSTEM_FIELDS if desc.get(k) in (None, "")]
-    if missing:
-        raise ConfigError(f"system description lacks {', '.join(missing)}: add them to the --system-desc file")
-    if desc["system_type"] not in SYSTEM_TYPES:
-        raise ConfigError(f"system_type {desc['system_type']!r}: use one of {', '.join(SYSTEM_TYPES)}")
-    if desc["status"] not in STATUSES:
-        raise ConfigError(f"status {desc['status']!r}: use one of {', '.join(STATUSES)}")
+    for key in ("accelerators_per_node", "number_of_nodes", "host_network_card_count"):
+        if isinstance(desc.get(key), int):
+            desc[key] = str(desc[key])  # "0" accelerators: a string, or the checker calls it empty
+    problems = system_problems(desc)
+    if problems:
+        raise ConfigError("\n".join(problems))
     return desc
+
+
+_TEMPLATE_HINTS = {
+    "system_name": "a name for this system, e.g. 2-core EPYC VM",
+    "system_type": "edge (SingleStream, MultiStream, Offline) or datacenter,edge (all four)",
+    "status": "available, preview or rdi",
+    "host_processors_per_node": "sockets, e.g. 1",
+    "host_memory_configuration": "e.g. 8 x 32 GB DDR5-4800",
+    "host_storage_capacity": "e.g. 1 TB",
+    "host_storage_type": "e.g. NVMe SSD",
+    "host_networking": "e.g. Ethernet, 10 Gbit/s",
+    "host_network_card_count": "e.g. 1",
+    "host_networking_topology": "e.g. N/A (one node)",
+    "cooling": "e.g. air",
+}
+
+
+def system_template(runs: list[RunData]) -> str:
+    """A YAML template of the system description: what the runs measured, filled and
+    commented as measured; every other field the checker requires, empty, with what goes
+    there. `harness submission --system-desc` takes it once filled."""
+    measured = _measured(runs[0].system, runs) if runs else {}
+    lines = ["# System description for `harness submission --system-desc` (MLCommons checker "
+             f"{CHECKER_VERSIONS[-1]}).",
+             "# Fields marked 'required' must have a value; 'measured' ones came from the runs' system.json",
+             "# (edit them if they are wrong). division and submitter come from --division and --org.", ""]
+    for key in SYSTEM_FIELDS:
+        if key in ("division", "submitter"):
+            continue
+        need = "required" if key in MEANINGFUL_FIELDS else "optional"
+        if key in measured:
+            lines.append(f"{key}: {json.dumps(measured[key])}  # measured")
+        else:
+            hint = _TEMPLATE_HINTS.get(key, "")
+            lines.append(f"{key}: \"\"  # {need}" + (f": {hint}" if hint else ""))
+    lines += ["", "# measurements.json, per result: the weights and their types", "measurements:",
+              '  starting_weights_filename: ""  # required: the model file as published', '  retraining: "No"',
+              '  weight_transformations: "No"']
+    return "\n".join(lines) + "\n"
 
 
 def _slug(text: str) -> str:
@@ -261,30 +375,34 @@ def _measurements(r: RunData, user: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _accuracy_txt(r: RunData) -> str:
+def _accuracy_txt(r: RunData, digest: str) -> str:
     acc = r.summary.get("accuracy") or {}
-    log = r.run_dir / folder.LOADGEN_ACCURACY
-    value = acc.get("value")
-    line = (f"{acc.get('metric')}={value * 100:.3f}%, good={acc.get('correct')}, total={acc.get('scored_samples')}"
-            if value is not None else "no accuracy metric: the dataset has no labels")
-    return f"{line}\nhash={sha256_file(log)}\n"
+    line = accuracy_line(acc.get("metric"), acc.get("value"), acc.get("correct"), acc.get("scored_samples"),
+                         r.config["benchmark"])
+    return f"{line}\nhash={digest}\n"
 
 
 def write_submission(run_dirs: list[Path], org: str, division: str, system_desc: Path, out: Path,
-                     force: bool = False) -> SubmissionResult:
+                     force: bool = False, version: str = CHECKER_VERSIONS[-1]) -> SubmissionResult:
     if division not in DIVISIONS:
         raise ConfigError(f"--division {division!r}: use one of {', '.join(DIVISIONS)}")
+    if version not in CHECKER_VERSIONS:
+        raise ConfigError(f"--version {version}: the harness knows the checker's rules of {', '.join(CHECKER_VERSIONS)}")
     run_dirs, skipped = _runs_only(run_dirs)
     if not run_dirs:
         raise ConfigError("submission needs at least one results folder" + (f" ({'; '.join(skipped)})" if skipped else ""))
     user, _ = read_yaml(system_desc)
-    runs = [_load(d) for d in run_dirs]
+    audits = [load_audit(d) for d in run_dirs if is_audit_folder(d)]
+    runs = [_load(d) for d in run_dirs if not is_audit_folder(d)]
+    if not runs:
+        raise ConfigError("submission needs the performance and accuracy runs, not only audit folders")
     desc = system_description(runs, user, division, org)
-    broken = broken_rules(runs)
+    broken = broken_rules(runs, division, audits, str(desc.get("system_type") or ""))
     root = out / division / _slug(org)
     if broken and not force:
         raise SubmissionRefused(
-            f"{len(broken)} MLPerf rule(s) broken, nothing written (--force writes a marked folder):\n"
+            f"{len(broken)} rule(s) of the submission checker {version} broken, nothing written "
+            "(--force writes a marked folder):\n"
             + "\n".join(f"  - {rule}" for rule in sorted(broken, key=_rule_group))
         )
     if root.exists() and any(root.iterdir()):
@@ -306,11 +424,11 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
 
     put(root / "systems" / f"{system}.json", json.dumps(desc, indent=2) + "\n")
     mark = "" if not broken else "NOT A VALID SUBMISSION (written with --force). Rules broken:\n" + "".join(f"- {b}\n" for b in broken) + "\n"
+    results: dict[tuple[str, str], dict[str, RunData]] = {}
     for r in runs:
         benchmark, scenario = _key(r)
-        if benchmark == "*":
-            benchmark = "unnamed"
-        base = root / "results" / system / benchmark / scenario
+        results.setdefault((benchmark, scenario), {})[r.config["mode"]] = r
+        base = root / "results" / system / ("unnamed" if benchmark == "*" else benchmark) / scenario
         if r.config["mode"] == "PerformanceOnly":
             for name in (folder.LOADGEN_SUMMARY, folder.LOADGEN_DETAIL):
                 copy(r.run_dir / name, base / "performance" / "run_1" / name)
@@ -319,16 +437,41 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
             put(base / "user.conf", _user_conf(r))
             put(base / "README.md", _scenario_readme(r, mark))
         elif r.config["mode"] == "AccuracyOnly":
-            for name in (folder.LOADGEN_SUMMARY, folder.LOADGEN_DETAIL, folder.LOADGEN_ACCURACY):
+            for name in (folder.LOADGEN_SUMMARY, folder.LOADGEN_DETAIL):
                 copy(r.run_dir / name, base / "accuracy" / name)
-            put(base / "accuracy" / "accuracy.txt", _accuracy_txt(r))
+            # the checker takes a truncated log (<= 10 KiB); accuracy.txt keeps the whole one's hash
+            digest = truncate_accuracy_log(r.run_dir / folder.LOADGEN_ACCURACY, base / "accuracy" / folder.LOADGEN_ACCURACY)
+            files.append(base / "accuracy" / folder.LOADGEN_ACCURACY)
+            put(base / "accuracy" / "accuracy.txt", _accuracy_txt(r, digest))
             copy(r.run_dir / folder.RUN_CONFIG, base / "harness_run_accuracy.yaml")
-    put(root / "README.md", f"# {org}: {division} division\n\n{mark}Written by `harness submission` from:\n"
-        + "".join(f"- {r.run_dir}\n" for r in runs)
-        + "\nValidate with MLCommons' submission checker before submitting.\n")
+    for audit in audits:
+        pair = results.get(audit.key) or {}
+        if "PerformanceOnly" not in pair:
+            continue
+        benchmark, scenario = audit.key
+        base = root / "results" / system / benchmark / scenario
+        _, compliance = compliance_files(audit, pair["PerformanceOnly"], pair.get("AccuracyOnly"))
+        for rel, content in compliance.items():
+            if isinstance(content, Path):
+                copy(content, base / rel)
+            else:
+                put(base / rel, content)
+    put(root / "src" / "README.md", _src_readme(org, division, runs, audits, mark))
     if broken:
         put(root / "NOT_FOR_SUBMISSION.txt", mark)
     return SubmissionResult(root, broken, True, files, skipped)
+
+
+def _src_readme(org: str, division: str, runs: list[RunData], audits: list[Audit], mark: str) -> str:
+    """src/: the checker wants the folder; the honest content is what made the runs."""
+    commits = sorted({str(r.system.get("harness_git_commit")) for r in runs})
+    return (f"# {org}: {division} division\n\n{mark}"
+            "The results were measured with loadgen-harness (harness git commit "
+            f"{', '.join(commits)}), driving MLCommons LoadGen; each result folder holds the resolved "
+            "config it ran with (harness_run_performance.yaml, harness_run_accuracy.yaml), which "
+            "`harness run -c FILE` re-runs.\n\nWritten by `harness submission` from:\n"
+            + "".join(f"- {r.run_dir}\n" for r in runs) + "".join(f"- {a.folder} ({a.test})\n" for a in audits)
+            + "\nValidate with MLCommons' submission checker before submitting.\n")
 
 
 def _scenario_readme(r: RunData, mark: str) -> str:

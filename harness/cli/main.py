@@ -7,7 +7,7 @@ import click
 
 from harness.cli.llm import kv_cache
 from harness.cli.pytorch import export_onnx, parity
-from harness.cli.repro import audit, check, compare, rerun, submission
+from harness.cli.repro import audit, check, compare, rerun, submission, system_desc
 from harness.cli.run import backends, cost, report, run
 from harness.cli.sweep import capacity, sweep
 
@@ -40,5 +40,6 @@ def main(debug: bool) -> None:
     """MLPerf LoadGen benchmarks over ONNX Runtime, PyTorch and HTTP backends."""
 
 
-for command in (run, sweep, capacity, report, cost, backends, check, compare, rerun, submission, audit, parity, export_onnx, kv_cache):
+for command in (run, sweep, capacity, report, cost, backends, check, compare, rerun, submission, system_desc, audit, parity,
+                export_onnx, kv_cache):
     main.add_command(command)

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from harness.cli._common import console, err_console, handle_errors
+from harness.cli._common import build_run_config, config_options, console, err_console, handle_errors
 from harness.errors import EXIT_INCOMPLETE, EXIT_NEGATIVE
 from harness.report.check_view import render_check
 from harness.report.compare_view import comparison_text, render_comparison
@@ -140,12 +140,16 @@ def rerun(run_dir: Path, output_dir: Path | None, rules: tuple[str, ...], fmt: s
               help="YAML: system_name, system_type, status, host_processors_per_node, host_storage_*, ...")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 @click.option("--force", is_flag=True, help="write even when rules are broken; the folder is marked NOT_FOR_SUBMISSION")
+@click.option("--version", "checker_version", type=click.Choice(["v6.1"]), default="v6.1", show_default=True,
+              help="the MLCommons submission checker version whose rules apply")
 @handle_errors
-def submission(run_dirs: tuple[Path, ...], org: str, division: str, system_desc: Path, output: Path, force: bool) -> None:
-    """Results folders -> MLPerf Inference submission layout; refuses (exit 1) when rules are broken."""
+def submission(run_dirs: tuple[Path, ...], org: str, division: str, system_desc: Path, output: Path, force: bool,
+               checker_version: str) -> None:
+    """Results folders (runs, and `harness audit` folders for the closed division) -> the
+    MLPerf Inference submission layout; refuses (exit 1) when a rule of the checker is broken."""
     from harness.analysis.submission import write_submission
 
-    result = write_submission(list(run_dirs), org, division, system_desc, output, force)
+    result = write_submission(list(run_dirs), org, division, system_desc, output, force, checker_version)
     for note in result.skipped:
         err_console.print(f"[dim]skipped:[/] {note}", highlight=False, soft_wrap=True)
     for rule in result.broken:
@@ -154,30 +158,41 @@ def submission(run_dirs: tuple[Path, ...], org: str, division: str, system_desc:
     console.print(f"wrote {len(result.files)} files under {result.root} · {state}", highlight=False)
 
 
+@click.command(name="system-desc", short_help="A system description template for `harness submission`.")
+@click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the YAML file to write")
+@handle_errors
+def system_desc(run_dirs: tuple[Path, ...], output: Path) -> None:
+    """Write a YAML of every field the submission checker wants in systems/<system>.json:
+    what the runs' system.json measured, filled; the rest empty, each with what goes there."""
+    from harness.analysis.run_data import load_run
+    from harness.analysis.submission import system_template
+    from harness.errors import OutputError
+
+    if output.exists():
+        raise OutputError(f"{output} exists: pass a new file name (nothing was overwritten)")
+    output.write_text(system_template([load_run(d) for d in run_dirs]))
+    console.print(f"wrote {output}: fill the fields marked required, then pass it to --system-desc", highlight=False)
+
+
 @click.command(short_help="LoadGen's compliance audit TEST01 or TEST04 of a run config.")
 @click.argument("test", type=click.Choice(["TEST01", "TEST04"]))
-@click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML")
-@click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]))
-@click.option("--backend")
-@click.option("--model")
-@click.option("--dataset")
-@click.option("--name")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
+@config_options
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 @click.option("--sampling-target", type=click.IntRange(min=1), default=64, show_default=True,
               help="TEST01: outputs LoadGen logs in the performance run")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def audit(test: str, config_file: Path | None, scenario: str | None, backend: str | None, model: str | None,
-          dataset: str | None, name: str | None, overrides: tuple[str, ...], output_dir: Path,
-          sampling_target: int, as_json: bool) -> None:
-    """Run LoadGen's compliance audit TEST01 or TEST04 on a run config; exit 0 pass, 1 fail."""
-    from harness.config import registry
-    from harness.config.run_config import build_config
+def audit(test: str, config_file: Path | None, overrides: tuple[str, ...], weights: Path | None,
+          mlperf_conf: Path | None, user_conf: Path | None, output_dir: Path, sampling_target: int, as_json: bool,
+          **cli_values: Any) -> None:
+    """Run LoadGen's compliance audit TEST01 or TEST04 on a run config (the options of `harness
+    run`); exit 0 pass, 1 fail, 3 not judged. Its folder goes to `harness submission` for the
+    closed division's compliance folders."""
+    from harness.config.run_config import RunConfig
     from harness.run.audit import run_audit
 
-    cli_values = dict(scenario=scenario, backend=backend, model=model, dataset=dataset, name=name)
-    config = build_config(config_file, overrides, cli_values, registry.option_names, registry.options_class)
+    config = build_run_config(config_file, overrides, weights, mlperf_conf, user_conf, **cli_values) or RunConfig()
     result = run_audit(test, config, output_dir, sampling_target)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))

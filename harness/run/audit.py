@@ -5,8 +5,9 @@ LoadGen reads `audit.config` beside its logs and lets it override the test setti
 
 TEST04 (caching): a normal run, then one where LoadGen issues the same sample every time
 (`performance_issue_same`). An honest SUT is no faster on a repeated sample; the audit run
-may not be more than 10 % faster (Offline: samples/s; SingleStream: p90 latency;
-MultiStream and Server: p99 latency).
+may not be faster by more than the official script allows (compliance/TEST04/
+verify_performance.py: 10 % for Offline samples/s and Server p99 latency, 20 % for
+SingleStream p90 and MultiStream p99 latency).
 
 TEST01 (the performance run computes the real answers): an accuracy run, then a
 performance run in which LoadGen logs a seeded sample of outputs
@@ -35,7 +36,9 @@ from harness.run import runner
 from harness.run.sizing import size_offline
 
 TESTS = ("TEST01", "TEST04")
-TEST04_MAX_SPEEDUP = 0.10
+# compliance/TEST04/verify_performance.py: 10 %, and 20 % where the score is a rate made of
+# an early-stopping latency (SingleStream, MultiStream: its cut always applies there)
+TEST04_MAX_SPEEDUP = {"Offline": 0.10, "Server": 0.10, "SingleStream": 0.20, "MultiStream": 0.20}
 TEST04_CONFIG = (
     "# TEST04: issue the same sample for every query; a caching SUT gets faster\n"
     "*.*.performance_issue_unique = 0\n"
@@ -107,7 +110,7 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
     _, aud_v, _ = _speed_figure(aud.summary)
     figures: dict[str, Any] = {"metric": name, "figure": _OLD_FIGURE_NAMES[name], "reference": ref_v, "audit": aud_v,
                                "reference_run": str(ref.run_dir), "audit_run": str(aud.run_dir),
-                               "max_speedup": TEST04_MAX_SPEEDUP, "sizing": sizing,
+                               "max_speedup": TEST04_MAX_SPEEDUP[config.scenario], "sizing": sizing,
                                "reference_validity": ref.summary["validity"]["result"],
                                "audit_validity": aud.summary["validity"]["result"]}
     refusal = _cannot_judge(ref.summary, aud.summary)
@@ -117,11 +120,12 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
         return AuditResult("TEST04", False, audit_dir, figures, f"no {name} in one of the runs: cannot judge")
     speedup = aud_v / ref_v - 1 if higher else ref_v / aud_v - 1
     figures["speedup"] = speedup
-    passed = speedup <= TEST04_MAX_SPEEDUP
+    limit = TEST04_MAX_SPEEDUP[config.scenario]
+    passed = speedup <= limit
     verdict = "PASS" if passed else "FAIL"
     message = (
         f"TEST04 {verdict}: speed-up when LoadGen repeats one sample {speedup:+.1%} ({name} {ref_v:,.4g} → {aud_v:,.4g}); "
-        f"the limit is +{TEST04_MAX_SPEEDUP:.0%}"
+        f"the limit is +{limit:.0%} (the official script's, for {config.scenario})"
         + ("" if passed else ": the SUT answers repeated samples from a cache")
     )
     return AuditResult("TEST04", passed, audit_dir, figures, message)

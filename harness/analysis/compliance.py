@@ -1,0 +1,147 @@
+"""A submission's compliance folders (closed division): TEST01 and TEST04 beside each result.
+
+    <Scenario>/TEST01/verify_accuracy.txt  verify_performance.txt  performance/run_1/{summary, detail}
+    <Scenario>/TEST04/verify_performance.txt  performance/run_1/{summary, detail}
+
+The audit runs come from `harness audit` folders (harness.run.audit). The verify files are
+judged here at export time, as MLCommons' compliance scripts judge them
+(compliance/TEST01/verify_performance.py, verify_accuracy.py, compliance/TEST04/
+verify_performance.py): against the performance and accuracy runs being submitted, with
+their thresholds, and with their "TEST PASS" / "TEST FAIL" lines, which the checker reads.
+
+- TEST01 performance: the audit's score within ±10 % of the submitted run's (±20 % for a
+  SingleStream early-stopping latency under 0.2 ms or MultiStream under 1.6 ms); both
+  VALID. Scores: Offline samples/s, Server completed samples/s, SingleStream/MultiStream
+  LoadGen's early-stopping latency estimate.
+- TEST01 accuracy: every output the audit run logged, for a sample the accuracy run also
+  answered, has the accuracy run's first value (the script compares element 0); at least
+  one such sample.
+- TEST04 performance: one-sided, the audit (one sample repeated) scores under the
+  submitted run's x (1 + t), t = 10 %, and 20 % for SingleStream/MultiStream (their score
+  is 1e9 / the latency in ns, always under the scripts' 200,000 / 1,600,000 cut); both VALID.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.run_data import RunData, load_run
+from harness.results import folder
+from harness.results.loadgen_log import read_accuracy_log
+
+AUDIT_JSON = "audit.json"
+# the score each script reads, per scenario
+_SCORE = {"Offline": "samples/s", "Server": "completed samples/s", "SingleStream": "early-stopping latency (ns)",
+          "MultiStream": "early-stopping latency (ns)"}
+
+
+@dataclass
+class Audit:
+    test: str
+    folder: Path  # the `harness audit` folder
+    run: RunData  # the run made with audit.config
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.run.config["benchmark"], self.run.config["scenario"]
+
+
+def is_audit_folder(path: Path) -> bool:
+    return (path / AUDIT_JSON).is_file()
+
+
+def load_audit(path: Path) -> Audit:
+    data = json.loads((path / AUDIT_JSON).read_text())
+    runs = sorted(p for p in (path / "audit").iterdir() if (p / folder.RUN_CONFIG).is_file())
+    if len(runs) != 1:
+        from harness.errors import OutputError
+
+        raise OutputError(f"{path}: expected one run under audit/, found {len(runs)}: pass a `harness audit` folder")
+    return Audit(str(data["test"]), path, load_run(runs[0]))
+
+
+def _score(run: RunData) -> float | None:
+    lg = run.summary.get("loadgen") or {}
+    scenario = run.config["scenario"]
+    if scenario in ("Offline", "Server"):
+        return lg.get("throughput_per_s")
+    early = (lg.get("early_stopping_latency_ms") or {}).get("single_stream" if scenario == "SingleStream" else "multi_stream")
+    return early * 1e6 if early else None  # ns, as the scripts read it
+
+
+def _valid(run: RunData) -> bool:
+    return run.summary["validity"]["result"] == "VALID"
+
+
+def verify_performance(test: str, submitted: RunData, audit: RunData) -> tuple[bool, str]:
+    """(passed, verify_performance.txt) in the scripts' terms."""
+    scenario = submitted.config["scenario"]
+    lines = ["Verifying performance.", f"(harness submission: {test} as compliance/{test}/verify_performance.py judges it)"]
+    for label, run in (("Reference", submitted), ("Test", audit)):
+        if not _valid(run):
+            return False, "\n".join([*lines, f"TEST FAIL: {label.lower()} results are invalid ({run.run_dir.name})"]) + "\n"
+    if audit.config["scenario"] != scenario:
+        return False, "\n".join([*lines, "TEST FAIL: Test and reference scenarios do not match!"]) + "\n"
+    ref, got = _score(submitted), _score(audit)
+    if ref is None or got is None:
+        return False, "\n".join([*lines, f"TEST FAIL: no {_SCORE[scenario]} in a run"]) + "\n"
+    latency = scenario in ("SingleStream", "MultiStream")
+    if test == "TEST01":
+        threshold = 0.20 if latency and ref <= (200_000 if scenario == "SingleStream" else 1_600_000) else 0.10
+        passed = ref * (1 - threshold) <= got <= ref * (1 + threshold)
+    else:  # TEST04: a rate; for latency scenarios 1e9 / latency, always under the cut, so 20 %
+        ref, got = (1e9 / ref, 1e9 / got) if latency else (ref, got)
+        threshold = 0.20 if latency else 0.10
+        passed = got < ref * (1 + threshold)
+    lines += [f"reference score = {ref}", f"test score = {got}", f"threshold = {threshold:.2f}",
+              "TEST PASS" if passed else "TEST FAIL: Test score invalid"]
+    return passed, "\n".join(lines) + "\n"
+
+
+def verify_accuracy(accuracy_run: RunData, audit: RunData) -> tuple[bool, str]:
+    """(passed, verify_accuracy.txt): TEST01's output check, element 0 of each logged output
+    against the accuracy run's, by sample index (compliance/TEST01/verify_accuracy.py)."""
+    child = folder.read_json(accuracy_run.run_dir, folder.CHILD) or {}
+    dtype = np.dtype((child.get("response_format") or {}).get("dtype") or "uint8")
+    reference: dict[int, str] = {}
+    for entry in read_accuracy_log(accuracy_run.run_dir):
+        reference.setdefault(int(entry["qsl_idx"]), entry["data"])
+    logged = read_accuracy_log(audit.run_dir)
+    matched = mismatched = missing = 0
+    for entry in logged:
+        want = reference.get(int(entry["qsl_idx"]))
+        if want is None:
+            missing += 1
+            continue
+        matched += 1
+        a, b = np.frombuffer(bytes.fromhex(entry["data"]), dtype), np.frombuffer(bytes.fromhex(want), dtype)
+        if ((a.size == 0 or b.size == 0) and a.size != b.size) or (a.size and b.size and a[0] != b[0]):
+            mismatched += 1
+    passed = mismatched == 0 and matched > 0
+    lines = ["(harness submission: TEST01 as compliance/TEST01/verify_accuracy.py judges it, dtype " + dtype.name + ")",
+             f"num_acc_log_entries = {len(reference)}", f"num_perf_log_entries = {len(logged)}",
+             f"num_perf_log_qsl_idx_match = {matched}", f"num_perf_log_data_mismatch = {mismatched}",
+             f"num_missing_qsl_idxs = {missing}", "TEST PASS" if passed else "TEST FAIL"]
+    return passed, "\n".join(lines) + "\n"
+
+
+def compliance_files(audit: Audit, submitted: RunData, accuracy_run: RunData | None) -> tuple[bool, dict[str, Any]]:
+    """(every verify passed, {relative path under <Scenario>/: text or a source Path})."""
+    base = audit.test
+    files: dict[str, Any] = {f"{base}/performance/run_1/{name}": audit.run.run_dir / name
+                             for name in (folder.LOADGEN_SUMMARY, folder.LOADGEN_DETAIL)}
+    passed, text = verify_performance(audit.test, submitted, audit.run)
+    files[f"{base}/verify_performance.txt"] = text
+    if audit.test == "TEST01":
+        if accuracy_run is None:
+            acc_ok, acc_text = False, "TEST FAIL: no accuracy run to compare the logged outputs with\n"
+        else:
+            acc_ok, acc_text = verify_accuracy(accuracy_run, audit.run)
+        files[f"{base}/verify_accuracy.txt"] = acc_text
+        passed = passed and acc_ok
+    return passed, files
