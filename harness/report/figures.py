@@ -394,7 +394,10 @@ def versions(data: Any) -> list[list[str]]:
 
 def system_rows(data: Any) -> list[list[str]]:
     sysd = data.system
-    rows = [[k, str(sysd[k])] for k in ("hostname", "cpu_model", "cpu_cores", "cpu_affinity", "memory_bytes", "os", "python") if k in sysd]
+    rows = [[k, str(sysd[k])] for k in ("hostname", "cpu_model", "cpu_cores", "cpu_affinity") if k in sysd]
+    if sysd.get("memory_bytes"):
+        rows.append(["memory", f"{sysd['memory_bytes'] / 2**30:,.1f} GiB ({sysd['memory_bytes']:,} bytes)"])
+    rows += [[k, str(sysd[k])] for k in ("os", "python") if k in sysd]
     rows.append(["accelerators", ", ".join(sysd.get("accelerators") or []) or "none"])
     backend = data.summary.get("backend") or {}
     rows += [[f"backend.{k}", str(v)] for k, v in backend.items()]
