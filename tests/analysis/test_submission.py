@@ -227,9 +227,10 @@ def test_closed_division_compliance_folders_are_written_from_audits(runs, system
     config = RunConfig(**_common(), offline_expected_qps=300_000, min_duration_s=0.3)
     audit = run_audit("TEST04", config, tmp_path / "audits")
     assert audit.conclusive, audit.message
+    test01 = run_audit("TEST01", config, tmp_path / "audits")
     out = tmp_path / "out"
-    result = write_submission([runs["perf"], runs["acc"], audit.audit_dir], "Acme", "closed", system_yaml, out,
-                              force=True)
+    result = write_submission([runs["perf"], runs["acc"], audit.audit_dir, test01.audit_dir], "Acme", "closed",
+                              system_yaml, out, force=True)
     scen = out / "closed" / "Acme" / "results" / "Test_box_2_cores" / "resnet50" / "Offline"
     run_1 = scen / "TEST04" / "performance" / "run_1"
     assert sorted(p.name for p in run_1.iterdir()) == ["mlperf_log_detail.txt", "mlperf_log_summary.txt"]
@@ -237,8 +238,17 @@ def test_closed_division_compliance_folders_are_written_from_audits(runs, system
     assert verify[-1] == "TEST PASS", verify
     assert verify[-2] == "threshold = 0.10"
     assert not any("TEST04" in rule and "fails" in rule for rule in result.broken)
-    assert any("no TEST01 audit" in rule for rule in result.broken)
     assert any(rule.startswith("resnet50/Offline: TEST04: min duration") for rule in result.broken)
+    # TEST01: the logged outputs against the submitted accuracy run's, element 0 by sample
+    accuracy = (scen / "TEST01" / "verify_accuracy.txt").read_text().splitlines()
+    assert accuracy[-1] == "TEST PASS" and "num_perf_log_data_mismatch = 0" in accuracy, accuracy
+    assert sorted(p.name for p in (scen / "TEST01" / "performance" / "run_1").iterdir()) == [
+        "mlperf_log_detail.txt", "mlperf_log_summary.txt"]
+    # its performance side against the submitted run (±10 %): the verdict and the rules agree
+    perf = (scen / "TEST01" / "verify_performance.txt").read_text().splitlines()
+    failed = any(rule.startswith("resnet50/Offline: TEST01 fails against the submitted runs") for rule in result.broken)
+    assert perf[-1] == ("TEST FAIL: Test score invalid" if failed else "TEST PASS"), perf
+    assert not any("no TEST01 audit" in rule or "no TEST04 audit" in rule for rule in result.broken)
 
 
 def test_cli_refuses_with_exit_1_and_lists_rules_one_per_line(runs, system_yaml, tmp_path):
