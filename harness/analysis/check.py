@@ -90,13 +90,19 @@ def expected_samples(lg: dict[str, Any]) -> int | None:
     """Samples LoadGen issued, from its own log: queries x samples per query.
 
     Performance mode logs `result_query_count` (Offline: 1 query of N samples; MultiStream:
-    queries of `samples_per_query`); accuracy mode logs no result, only the generated set.
+    queries of `samples_per_query`); accuracy mode logs no result, only the generated sets.
     """
     if lg.get("effective_test_mode") == "FindPeakPerformance" and lg.get("generated_query_counts"):
         # every round's queries; LoadGen's result_* keys are the reported round's only
         return sum(int(c) for c in lg["generated_query_counts"]) * int(lg.get("effective_samples_per_query") or 1)
     if lg.get("result_query_count") is not None:
         return int(lg["result_query_count"]) * int(lg.get("effective_samples_per_query") or 1)
+    counts, per_query = lg.get("generated_query_counts") or [], lg.get("generated_samples_per_queries") or []
+    if lg.get("effective_test_mode") == "AccuracyOnly" and counts and len(counts) == len(per_query):
+        # one generated set per loadable set: a dataset larger than the performance sample
+        # count is issued in several (50,000 samples in sets of 1,024: 49 sets, the last 848;
+        # Offline: one query of each set's size)
+        return sum(int(c) * int(q or 1) for c, q in zip(counts, per_query))
     if lg.get("effective_test_mode") == "AccuracyOnly" and lg.get("generated_query_count") is not None:
         return int(lg["generated_query_count"]) * int(lg.get("generated_samples_per_query") or 1)
     return None

@@ -49,7 +49,8 @@ def read_detail(run_dir: Path) -> tuple[dict[str, Any], list[str], list[str]]:
 #: the latest time_ms of the log: how long LoadGen's own clock says the test took
 LOG_SPAN_MS = "log_span_ms"
 #: keys whose every value is kept, as a list under the second name (last wins otherwise)
-_EVERY_VALUE = {"generated_query_count": "generated_query_counts", "generic_message": "generic_messages"}
+_EVERY_VALUE = {"generated_query_count": "generated_query_counts", "generated_samples_per_query": "generated_samples_per_queries",
+                "generic_message": "generic_messages"}
 
 
 def detail_problem(run_dir: Path) -> tuple[str, str] | None:

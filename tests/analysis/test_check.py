@@ -129,3 +129,17 @@ def test_prompt_file_is_reread_and_hashed(tmp_path: Path):
     prompts.write_text(prompts.read_text().replace("count to 3", "count to 33"))
     result = check_run(run)
     assert result.exit_code == EXIT_TAMPERED and _kinds(result)["dataset"] == "tampered"
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "MultiStream", "SingleStream"])
+def test_an_accuracy_run_over_several_loadable_sets_is_complete(scenario: str, tmp_path: Path):
+    """A dataset larger than the performance sample count is issued in several loadable
+    sets, each logged with its own generated query count (and, Offline, its own query size):
+    all of them count. Only the last was read: "50000 records for the 848 samples"."""
+    run_dir = runner.run(RunConfig(backend="synthetic", scenario=scenario, mode="AccuracyOnly",
+                                   dataset="synthetic:n=2600", performance_sample_count=1024), tmp_path).run_dir
+    lg, _, _ = read_detail(run_dir)
+    assert len(lg["generated_query_counts"]) == 3  # sets of 1024, 1024, 552
+    result = check_run(run_dir)
+    assert result.exit_code == EXIT_VALID, [f.__dict__ for f in result.problems()]
+    assert len(read_records(run_dir)) == 2600
