@@ -1,20 +1,19 @@
-"""`harness submission`: results folders -> the MLPerf Inference submission layout.
+"""`harness submission`: results folders -> the layout MLCommons' submission checker reads.
 
     <out>/<division>/<org>/
         systems/<system>.json
+        src/README.md
         results/<system>/<benchmark>/<scenario>/
             performance/run_1/mlperf_log_summary.txt, mlperf_log_detail.txt
             accuracy/mlperf_log_summary.txt, mlperf_log_detail.txt, mlperf_log_accuracy.json, accuracy.txt
             measurements.json  user.conf  README.md  harness_run_performance.yaml  harness_run_accuracy.yaml
-        README.md
+            TEST01/, TEST04/   (closed division, from `harness audit` folders: harness.analysis.compliance)
 
-The rules a run must meet are checked first and every broken one is listed. Without
-`force` nothing is written (`SubmissionRefused`, exit 1): a folder that looks like a
-submission but is not one is worse than none. With `force` the folder is written and
-marked: NOT_FOR_SUBMISSION.txt at the top, the rules in each README and in the system
-JSON. The official values (minimum duration, query count, seeds) come from the
-mlperf.conf compiled into the installed LoadGen, read in a throwaway process because
-LoadGen accepts one conf load per process. MLCommons' submission checker stays the judge.
+The checker's rules (harness.analysis.submission_rules) are checked first and every broken
+one is listed. Without `force` nothing is written (`SubmissionRefused`, exit 1): a folder
+that looks like a submission but is not one is worse than none. With `force` the folder is
+written and marked: NOT_FOR_SUBMISSION.txt at the top, the rules in each README and in the
+system JSON. MLCommons' submission checker stays the judge.
 """
 
 from __future__ import annotations
