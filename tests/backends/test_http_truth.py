@@ -66,7 +66,8 @@ def test_single_stream_matches_injected_timing(run_harness):
 
 def test_32_streams_match_injected_timing(run_harness):
     t = Timing(ttft_ms=100, tpot_ms=10, tokens=30)
-    with ServerThread(openai_app(t)) as srv:
+    written: list[list[int]] = []
+    with ServerThread(openai_app(t, written=written)) as srv:
         run_dir, s = run_harness(
             backend="http",
             scenario="Offline",
@@ -87,7 +88,14 @@ def test_32_streams_match_injected_timing(run_harness):
     rec = read_records(run_dir).columns
     after_dispatch = np.median(rec["first_token_ns"] - rec["dispatch_ns"]) / 1e6
     assert t.ttft_ms <= after_dispatch < t.ttft_ms * 1.3
-    assert _close(tok["tpot_ms"]["p50"], t.tpot_ms, 0.03)
+    # TPOT against what the server really wrote: one thread pacing 32 streams falls behind
+    # its sleeps when the machine is busy (10.5 ms seen for 10), and the client is right to
+    # see that; the client's error is its difference from the server's own
+    timed = [w for w in written[32:] if len(w) == t.tokens]  # the warm-up's 32 came first
+    assert len(timed) == 32
+    server_tpot = float(np.median([(w[-1] - w[0]) / (len(w) - 1) for w in timed])) / 1e6
+    assert _close(server_tpot, t.tpot_ms, 0.10)
+    assert _close(tok["tpot_ms"]["p50"], server_tpot, 0.03), (tok["tpot_ms"]["p50"], server_tpot)
     assert e2e <= tok["e2e_ms"]["p50"] < e2e * 1.08  # the burst's TTFT excess carries over
     # all 32 went out at once: the client queued none of them for long
     assert s["harness"]["queue_ms"]["p99"] < 10

@@ -91,10 +91,12 @@ class ServerThread:
 
 
 def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None = None,
-               received: list[str] | None = None) -> web.Application:
+               received: list[str] | None = None, written: list[list[int]] | None = None) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
     sent, as careless servers do: the harness must keep the key out of its records anyway.
-    With `received`, each request's prompt (a chat's last message) is appended, in order."""
+    With `received`, each request's prompt (a chat's last message) is appended, in order.
+    With `written`, each streamed request appends the perf_counter_ns after each of its token
+    chunks was written: what the server really did, when a busy machine made its pacing late."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -169,12 +171,16 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             return resp
         k = timing.tokens_per_chunk
         sent = 0
+        stamps: list[int] = []
+        if written is not None:
+            written.append(stamps)
         while sent < n:
             take = min(k, n - sent)
             # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
             await until(timing.queue_ms + ttft_ms + (sent + take - 1) * tpot_ms)
             last = sent + take == n
             await resp.write(event(" ".join(f"t{i}" for i in range(sent, sent + take)) + " ", "length" if last else None))
+            stamps.append(time.perf_counter_ns())
             sent += take
             if sent >= 2 and behaviour == "@malformed_sse":
                 await resp.write(b"data: {not json\n\n")
