@@ -110,5 +110,11 @@ def test_server_run_is_valid_and_agrees_with_loadgen_either_way(run_harness, coa
     assert ours["samples"] == lg["query_count"] >= 1000 and ours["failed"] == 0
     assert s["agreement"]["throughput"] == pytest.approx(1.0, abs=0.02)
     # LoadGen times from its own stamp, before our callback, and to the completion call,
-    # after a held result's end: its p50 may only be the larger, by a fraction of a ms.
-    assert 0 <= lg["latency_ms"]["p50"] - ours["latency_ms"]["p50"] < 0.25
+    # after a held result's end: its p50 may only be the larger, by a fraction of a ms: the
+    # hold, plus LoadGen's issue thread running late, which belongs to the machine and is
+    # allowed as measured (the mean gap past the hold: 0.28 ms at p50 seen on a busy VM), as
+    # tests/child/test_scenarios.py allows it; a harness stalling that thread shows ms.
+    gap = s["agreement"]["issue_delay_ms"]
+    assert 0 <= gap < 1.0
+    late = max(0.0, gap - coalesce_us / 1e3)
+    assert 0 <= lg["latency_ms"]["p50"] - ours["latency_ms"]["p50"] < 0.25 + late
