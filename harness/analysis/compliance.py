@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.run_data import RunData, load_run
+from harness.errors import OutputError
 from harness.results import folder
 from harness.results.loadgen_log import read_accuracy_log
 
@@ -59,8 +60,6 @@ def load_audit(path: Path) -> Audit:
     data = json.loads((path / AUDIT_JSON).read_text())
     runs = sorted(p for p in (path / "audit").iterdir() if (p / folder.RUN_CONFIG).is_file())
     if len(runs) != 1:
-        from harness.errors import OutputError
-
         raise OutputError(f"{path}: expected one run under audit/, found {len(runs)}: pass a `harness audit` folder")
     return Audit(str(data["test"]), path, load_run(runs[0]))
 

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.analysis.compare import LETTERS, markdown, side_lines, table
+from harness.report.figures import cut_middle
 from harness.results.metrics import METRICS
 
 
@@ -73,7 +74,7 @@ def render_comparison(comparison: Any, console: Console) -> None:
                       box=None, header_style="dim")
             d.columns[1].overflow = "fold"  # a setting's name whole, over two lines if need be
             cut = max((width - 44) // 2, 12)  # category 9, a name ~30, two values
-            for category, key, base, side, other in ((c, k, _cut(b, cut), sd, _cut(o, cut)) for c, k, b, sd, o in rows):
+            for category, key, base, side, other in ((c, k, cut_middle(b, cut), sd, cut_middle(o, cut)) for c, k, b, sd, o in rows):
                 d.add_row(*map(escape, (category, key, base, other) if two else (category, key, base, side, other)))
             console.print(d)
         for line in one_sided:
@@ -111,11 +112,3 @@ def _short(value: Any) -> str:
     text = json.dumps(value, default=str) if not isinstance(value, str) else value
     return text if len(text) <= 60 else text[:57] + "…"
 
-
-def _cut(text: str, limit: int) -> str:
-    """A value cut in the middle: two hashes, URLs or paths differ at their ends as often
-    as at their starts."""
-    if len(text) <= limit:
-        return text
-    head = (limit - 1) // 2
-    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]

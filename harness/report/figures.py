@@ -48,6 +48,15 @@ def rate(v: float | None) -> str:
     return f"{v:.{max(0, 2 - math.floor(math.log10(abs(v))))}f}"
 
 
+def cut_middle(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters in the middle: two hashes, URLs or paths differ at
+    their ends as often as at their starts (a port, a file name)."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+
+
 def pct(v: float | None) -> str:
     return "—" if v is None else f"{v * 100:.2f}%"
 

@@ -22,7 +22,7 @@ from rich.markup import escape
 from harness.analysis.compare_sweeps import SweepComparison, figure, point_state
 from harness.analysis.diagnosis import complete_points, load_order
 from harness.analysis.points import verdict
-from harness.report.figures import Table, ms, rate
+from harness.report.figures import Table, cut_middle, ms, rate
 from harness.report.terminal import rich_table
 
 FORMATS = ("md", "html", "json")
@@ -100,11 +100,7 @@ def _short(value: Any, width: int | None) -> str:
     """A value cut to `width` in the middle: two URLs or paths differ at their ends as often
     as at their starts (a port, a file name)."""
     text = json.dumps(value, default=str) if not isinstance(value, str) else value
-    limit = max(width or 60, 5)
-    if len(text) <= limit:
-        return text
-    head = (limit - 1) // 2
-    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+    return cut_middle(text, max(width or 60, 5))
 
 
 def rule_lines(c: SweepComparison) -> list[tuple[bool, str]]:
