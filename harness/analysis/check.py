@@ -8,9 +8,9 @@ on it without parsing text:
                    or fewer samples succeeded than the run's min_success_rate
     5  incomplete  a file is missing or empty (LoadGen's log included), the run was cut
                    short, or records are missing
-    6  tampered    a recorded sha256 no longer matches (run.yaml, records.csv, summary.json,
+    6  tampered    a recorded sha256 no longer matches (run.yaml, records.parquet, summary.json,
                    the model file, the rebuilt dataset), or a file is damaged: not what
-                   the harness or LoadGen writes (garbage, a JSON list, a bad CSV cell)
+                   the harness or LoadGen writes (garbage, a JSON list, a bad records cell)
 
 Exit 2 stays the harness's "cannot read this at all" (not a results folder).
 """
@@ -27,7 +27,7 @@ from harness.data.hashing import sha256_file
 from harness.errors import HarnessError, OutputError, ResultsError
 from harness.results import folder
 from harness.results.loadgen_log import detail_problem, read_detail
-from harness.results.records import read_records
+from harness.results.records import records_path, scan_records
 from harness.results.summary import min_success_rate_of, shape_problem
 
 EXIT_VALID = 0
@@ -112,7 +112,12 @@ def check_run(run_dir: Path, rebuild_dataset: bool = True) -> CheckResult:
     """Every check that needs only the folder (plus the model file and dataset it names)."""
     folder.require_folder(run_dir)
     result = CheckResult(run_dir)
-    missing = [name for name in EXPECTED_FILES if not (run_dir / name).is_file()]
+    records = records_path(run_dir)
+    if records is not None and records.name == folder.LEGACY_RECORDS:  # a folder from before records.parquet
+        expected = tuple(folder.LEGACY_RECORDS if n == folder.RECORDS else n for n in EXPECTED_FILES)
+    else:
+        expected = EXPECTED_FILES
+    missing = [name for name in expected if not (run_dir / name).is_file()]
     for name in missing:
         result.add("incomplete", name, "missing")
     manifest = _read(result, folder.MANIFEST, lambda: read_manifest(run_dir) if (run_dir / folder.MANIFEST).is_file() else None)
@@ -164,7 +169,8 @@ def _read(result: CheckResult, name: str, read: Any) -> Any:
 
 def _check_hashes(result: CheckResult, run_dir: Path, manifest: dict[str, Any]) -> None:
     recorded: dict[str, str] = manifest.get("sha256", {})
-    for name in (folder.RUN_CONFIG, folder.RECORDS, folder.SUMMARY):
+    records = records_path(run_dir)
+    for name in (folder.RUN_CONFIG, records.name if records else folder.RECORDS, folder.SUMMARY):
         if name not in recorded:
             if name != folder.RUN_CONFIG:  # folders from before the manifest held them
                 result.add("note", name, "no sha256 recorded; not verified")
@@ -198,17 +204,18 @@ def _run_yaml(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _check_records(result: CheckResult, run_dir: Path, lg: dict[str, Any]) -> None:
-    if not (run_dir / folder.RECORDS).is_file():
+    path = records_path(run_dir)
+    if path is None:
         return
     try:
-        records = read_records(run_dir)
+        rows = scan_records(run_dir)  # every value decoded: a damaged page is found here
     except OutputError as e:
-        result.add("tampered", folder.RECORDS, str(e))
+        result.add("tampered", path.name, str(e))
         return
     if not lg:
         # Nothing to count them against: LoadGen's log is missing, empty or damaged, a
         # finding of its own. Never a pass: the log is the official record.
-        result.add("incomplete", "records", f"{len(records)} records, but no LoadGen log entries to count them against")
+        result.add("incomplete", "records", f"{rows} records, but no LoadGen log entries to count them against")
         return
     try:
         want = expected_samples(lg)
@@ -217,10 +224,10 @@ def _check_records(result: CheckResult, run_dir: Path, lg: dict[str, Any]) -> No
         return
     if want is None:
         result.add("incomplete", "query count", "LoadGen logged no query count: the test did not finish")
-    elif len(records) != want:
-        result.add("incomplete", "records", f"{len(records)} records for the {want} samples LoadGen issued")
+    elif rows != want:
+        result.add("incomplete", "records", f"{rows} records for the {want} samples LoadGen issued")
     else:
-        result.add("ok", "records", f"{len(records)} records = samples LoadGen issued")
+        result.add("ok", "records", f"{rows} records = samples LoadGen issued")
 
 
 def _check_verdict(result: CheckResult, summary: dict[str, Any] | None, lg: dict[str, Any], errors: list[str]) -> None:

@@ -7,7 +7,7 @@ can cost more per task that actually got done: every failed attempt was paid for
 has to be done again.
 
 Quantities come from the folder alone: requests sent, successes and token counts from
-records.csv, the run time from summary.json, cached input tokens from the summary's
+records.parquet, the run time from summary.json, cached input tokens from the summary's
 `tokens` section when a backend reports them.
 """
 
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harness.errors import ConfigError, OutputError, ResultsError
 from harness.results import folder
-from harness.results.records import read_records
+from harness.results.records import read_records, records_path
 from harness.results.token_metrics import count_retries, read_token_entries
 
 COST_SCHEMA_VERSION = 1
@@ -126,7 +126,7 @@ class Usage:
 
 
 def usage_from_run(summary: dict[str, Any], columns: dict[str, Any] | None, retries: int = 0) -> Usage:
-    """Quantities from summary.json and records.csv columns (`Records.columns`)."""
+    """Quantities from summary.json and records.parquet columns (`Records.columns`)."""
     ours = summary.get("harness") or {}
     tokens = summary.get("tokens") or {}
     if columns is not None and len(columns["status"]):
@@ -230,7 +230,7 @@ def compute_cost(sheet: CostSheet, usage: Usage) -> dict[str, Any]:
 
 def cost_for_run(run_dir: Path, summary: dict[str, Any], sheet: CostSheet) -> dict[str, Any]:
     # Only token counts need the records; without tokens the summary's counts are the same.
-    has_records = (run_dir / folder.RECORDS).exists() and bool(summary.get("tokens"))
+    has_records = records_path(run_dir) is not None and bool(summary.get("tokens"))
     columns = read_records(run_dir).columns if has_records else None
     retries, _ = count_retries(read_token_entries(run_dir))  # the rule the tokens section uses
     return compute_cost(sheet, usage_from_run(summary, columns, retries))

@@ -16,7 +16,7 @@ from typing import Any
 from harness.analysis.compare import headline
 from harness.errors import ResultsError
 from harness.results import folder
-from harness.results.records import read_records
+from harness.results.records import read_records, records_path
 from harness.results.summary import read_summary, success_rate_failed
 
 #: a run whose completed rate falls this far below what LoadGen offered is saturated
@@ -89,11 +89,11 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
 
 def _e2e_goodput(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
     """For a run without token figures (a tensor backend): the share of its requests that
-    succeeded within the config's `slo.e2e_ms`, from records.csv ({} when no target)."""
+    succeeded within the config's `slo.e2e_ms`, from the records ({} when no target)."""
     import numpy as np
 
     target = ((folder.read_run_config(run_dir, required=False) or {}).get("slo") or {}).get("e2e_ms")
-    if not target or not (run_dir / folder.RECORDS).is_file():
+    if not target or records_path(run_dir) is None:
         return {}
     c = read_records(run_dir).columns
     n = len(c["status"])

@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from harness.analysis.cost import cost_for_run, parse_sheet, read_cost
 from harness.errors import OutputError, ResultsError
 from harness.results import folder
 from harness.results.breakdown import aggregate, aggregate_from_summary, backend_stages, rates
-from harness.results.records import read_records
+from harness.results.records import read_records, records_path
 from harness.results.summary import check_shape
 
 #: sections every renderer reads; a summary without one is from an interrupted write
@@ -35,13 +36,13 @@ class RunData:
 
     @property
     def has_records(self) -> bool:
-        return (self.run_dir / folder.RECORDS).exists()
+        return records_path(self.run_dir) is not None
 
     @cached_property
-    def columns(self) -> dict[str, Any] | None:
+    def columns(self) -> Mapping[str, Any] | None:
         return read_records(self.run_dir).columns if self.has_records else None
 
-    def require_records(self, what: str) -> dict[str, Any]:
+    def require_records(self, what: str) -> Mapping[str, Any]:
         cols = self.columns
         if cols is None:
             raise OutputError(f"{self.run_dir} has no {folder.RECORDS}: {what} needs the per-request records")
@@ -49,7 +50,7 @@ class RunData:
 
     @cached_property
     def breakdown(self) -> dict[str, Any] | None:
-        # A non-streaming run's breakdown is in summary.json already; its records.csv can
+        # A non-streaming run's breakdown is in summary.json already; its records.parquet can
         # hold millions of rows (tens of seconds to read), so read it only when needed.
         out = aggregate_from_summary(self.summary)
         if out is None:

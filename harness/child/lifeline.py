@@ -28,7 +28,7 @@ class Lifeline:
     a SIGINT sent to the child used to change nothing (the test ran its full
     min_duration_s and exited 0; the parent's 10 s SIGKILL ended it). So the signal is
     taken off Python's wakeup fd, which the C-level handler writes at once, by a thread
-    here; it flushes the records into records.csv and exits 128 + the signal's number,
+    here; it flushes the records into records.parquet and exits 128 + the signal's number,
     as a shell reports a death by that signal. The test ends the way a crash ends it
     (`crash`), minus error.json: a stop is not a bug. The parent writes the summary.
 

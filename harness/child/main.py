@@ -2,7 +2,7 @@
 
 LoadGen keeps process-global state (one conf load, one test per process), so the parent
 (`harness.run.runner`) starts `python -m harness.child RUN_DIR` for each test. The child
-writes the LoadGen logs, `records.csv` and `child.json` into RUN_DIR; on a harness error it
+writes the LoadGen logs, `records.parquet` and `child.json` into RUN_DIR; on a harness error it
 writes `error.json` and exits 2, so the parent can report one clear line.
 """
 
@@ -12,6 +12,7 @@ import gc
 import json
 import math
 import os
+import resource
 import sys
 import time
 import traceback
@@ -247,6 +248,9 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         "threads_per_worker": threads,
         "issue_inline": inline,
         "records_written": records.written,
+        # The child's high-water memory (LoadGen, backend, records), for the scale benchmark
+        # and for users sizing a long run; ru_maxrss is in KiB on Linux.
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "qsl_loaded_ns": loaded_at[0],
         "response_format": response_format,
         "backend": backend.describe(),

@@ -1,7 +1,7 @@
 """The record writer: the child's per-request rows, streamed to disk while the test runs.
 
 The format it writes (marshal frames of rows or `Call` entries in records.partial, turned
-into records.csv by `recover`) is defined in `harness.results.records`, which reads it back.
+into records.parquet by `recover`) is defined in `harness.results.records`, which reads it back.
 A flush cuts its frames at `FRAME_ROWS` samples and pauses between them: packing 10k rows
 in one go held the GIL ~4 ms, and LoadGen's thread, which needs it for every query, waited
 that long.
@@ -10,7 +10,6 @@ that long.
 from __future__ import annotations
 
 import json
-import marshal
 import threading
 import time
 from collections import deque
@@ -21,7 +20,7 @@ from typing import Any
 
 from harness.errors import OutputError
 from harness.results.folder import PARTIAL_RECORDS, TOKENS, write_failed
-from harness.results.records import Call, Row, is_call, recover
+from harness.results.records import Call, Row, frame_bytes, is_call, recover
 
 FLUSH_INTERVAL_S = 0.25
 FRAME_ROWS = 512  # samples; ~0.2 ms of packing per frame of rows, less of calls
@@ -103,12 +102,12 @@ class RecordWriter:
             if start:
                 time.sleep(FRAME_PAUSE_S)
             frame = rows[start : start + step]
-            marshal.dump(frame, self._partial)
+            self._partial.write(frame_bytes(frame))
             self._written += sum(map(len, map(_first, frame))) if calls else len(frame)
         self._partial.flush()
 
     def close(self) -> None:
-        """Flush, close and turn records.partial into records.csv. Safe to call twice and
+        """Flush, close and turn records.partial into records.parquet. Safe to call twice and
         from two threads at once (the test's end and a stop signal, or a crash): the
         second call waits for the first and finds nothing left to do."""
         with self._close_lock:

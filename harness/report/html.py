@@ -87,13 +87,13 @@ def render_html(data: RunData) -> str:
     if data.cost:
         c = data.cost
         parts.append(_section(f"cost ({c['currency']})", _table(fig.cost_unit_table(c)) + _table(fig.cost_table(c))))
-    if data.columns is not None and len(data.columns["status"]):
+    if data.columns is not None and len(data.columns["issue_ns"]):
         plots = all_plots(data.columns, bd, r["target_per_s"], _itl(data))
         body = "".join(f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in plots.figures)
         body += "".join(f'<p class="note">{_e(n)}</p>' for n in plots.notes)
         parts.append(_section("plots", body))
     else:
-        parts.append(_section("plots", "<p>no records.csv in the results folder: no per-request plots</p>"))
+        parts.append(_section("plots", "<p>no records.parquet in the results folder: no per-request plots</p>"))
     parts.append(_section("config (run.yaml)", f"<pre>{_e(yaml.safe_dump(data.config, sort_keys=False))}</pre>"))
     parts.append(_section("system", _table((["item", "value"], fig.system_rows(data)))))
     parts.append(_section("versions", _table((["component", "version"], fig.versions(data)))))

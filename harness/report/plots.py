@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,7 +22,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
-from harness.results.breakdown import STAGES, stage_times_ns, time_series
+from harness.results.breakdown import STAGES, stage_ns, time_series
+from harness.results.records import ok_mask
 from harness.results.stats import weighted_distribution
 
 MAX_POINTS = 20_000
@@ -78,6 +80,10 @@ def _png(fig: Figure) -> str:
     # No "Software" tag: it holds a URL, and the page must carry no outside reference.
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _is_sorted(values: np.ndarray) -> bool:
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
 
 
 def _thin(n: int) -> np.ndarray:
@@ -155,7 +161,7 @@ def distribution(values: np.ndarray, xlabel: str, title: str, color: str = "#1f7
 
 def latency_cdf(e2e_ms: np.ndarray) -> str:
     fig, ax = _axes("latency CDF", "latency (ms)", "fraction of successful requests")
-    s = np.sort(e2e_ms)
+    s = e2e_ms if _is_sorted(e2e_ms) else np.sort(e2e_ms)
     idx = _thin(len(s))
     ax.plot(s[idx], (idx + 1) / len(s), lw=1.5)
     q = _percentiles(s, None)
@@ -172,31 +178,31 @@ def latency_cdf(e2e_ms: np.ndarray) -> str:
     return _png(fig)
 
 
-def latency_over_time(columns: dict[str, Any]) -> str:
-    t0 = columns["issue_ns"].min()
-    ok = columns["status"] == "ok"
-    t = (columns["complete_ns"] - t0) / 1e9
-    e2e = (columns["complete_ns"] - columns["issue_ns"]) / 1e6
+def latency_over_time(columns: Mapping[str, Any], ok: np.ndarray) -> str:
+    issue, complete = columns["issue_ns"], columns["complete_ns"]
+    t0 = issue.min()
     fig, ax = _axes("latency over time", "completion time since first issue (s)", "latency (ms)")
+    # Only the thinned points become seconds and ms: no float copy of every record.
     ok_idx = np.flatnonzero(ok)[_thin(int(ok.sum()))]
-    ax.scatter(t[ok_idx], e2e[ok_idx], **_dots(len(ok_idx)), label="ok")
+    ax.scatter((complete[ok_idx] - t0) / 1e9, (complete[ok_idx] - issue[ok_idx]) / 1e6, **_dots(len(ok_idx)), label="ok")
     if (~ok).any():  # a legend only when there are two kinds of mark
         bad = np.flatnonzero(~ok)[_thin(int((~ok).sum()))]
-        ax.scatter(t[bad], e2e[bad], s=12, marker="x", color="#d62728", label="failed")
+        ax.scatter((complete[bad] - t0) / 1e9, (complete[bad] - issue[bad]) / 1e6, s=12, marker="x", color="#d62728",
+                   label="failed")
         ax.legend(loc="upper left", fontsize=8)
     return _png(fig)
 
 
-def time_bins(columns: dict[str, Any]) -> int:
+def time_bins(columns: Mapping[str, Any]) -> int:
     """Bins for the over-time plots: about 20 requests each (fewer and a rate is mostly
     Poisson noise), but at least 10, so a long run with few requests still shows its course
     (not 5 bars for 208 s), and at most 60."""
-    n = len(columns["status"])
+    n = len(columns["issue_ns"])
     return int(np.clip(n // 20, 10, 60)) if n >= 10 else max(n, 1)
 
 
-def throughput_over_time(columns: dict[str, Any], target_per_s: float | None) -> str:
-    ts = time_series(columns, bins=time_bins(columns))
+def throughput_over_time(columns: Mapping[str, Any], target_per_s: float | None, ok: np.ndarray) -> str:
+    ts = time_series(columns, bins=time_bins(columns), ok=ok)
     mid = (ts["edges_s"][:-1] + ts["edges_s"][1:]) / 2
     issued = ts["issued_per_s"]
     # Offline issues every sample at t=0: that one spike (850k/s beside 14k/s served) would
@@ -219,7 +225,7 @@ def throughput_over_time(columns: dict[str, Any], target_per_s: float | None) ->
     return _png(fig)
 
 
-def breakdown(columns: dict[str, Any], bd: dict[str, Any]) -> str:
+def breakdown(columns: Mapping[str, Any], bd: dict[str, Any], ok: np.ndarray) -> str:
     """Left: the mean request split into stages. Right: the same split over the run."""
     stages = [s for s in STAGES if not (s == "generation" and bd["service_ends_at"] == "completion")]
     fig = Figure(figsize=(9.6, 3.6), layout="constrained")
@@ -232,7 +238,7 @@ def breakdown(columns: dict[str, Any], bd: dict[str, Any]) -> str:
     ax1.set(yticks=[], xlabel="mean latency (ms)", title=f"mean request: {bd['dominant']} dominates")
     ax1.set_ylim(-0.5, 1.2)
     ax1.legend(loc="upper left", fontsize=8)
-    ts = time_series(columns, bins=time_bins(columns))
+    ts = time_series(columns, bins=time_bins(columns), ok=ok)
     mid = (ts["edges_s"][:-1] + ts["edges_s"][1:]) / 2
     have = ts["ok_count"] > 0  # a bin without completions has no mean, not a zero one
     layers = [ts[f"{s}_mean_ms"][have] for s in stages]
@@ -251,13 +257,13 @@ def _varies(lengths: np.ndarray) -> bool:
     return len(np.unique(lengths)) >= 3
 
 
-def token_plots(columns: dict[str, Any], itl: tuple[np.ndarray, np.ndarray] | None) -> Plots:
+def token_plots(columns: Mapping[str, Any], itl: tuple[np.ndarray, np.ndarray] | None, ok: np.ndarray) -> Plots:
     """TTFT and ITL distributions, TTFT vs input length and TPOT vs output length, for
     requests that streamed tokens. `itl` is (values ns, weights in tokens) from tokens.jsonl.
 
     A scatter against a length every request shared would be one vertical strip: TTFT's is
     left out (its distribution is drawn already), TPOT's becomes TPOT's distribution."""
-    ok = (columns["status"] == "ok") & (columns["first_token_ns"] > 0)
+    ok = ok & (columns["first_token_ns"] > 0)
     if not ok.any():
         return Plots([], [])
     figures: list[tuple[str, str]] = []
@@ -303,21 +309,24 @@ def _lengths(values: np.ndarray) -> str:
     return " or ".join(f"{v:,}" for v in np.unique(values).tolist())
 
 
-def all_plots(columns: dict[str, Any], bd: dict[str, Any] | None, target_per_s: float | None,
+def all_plots(columns: Mapping[str, Any], bd: dict[str, Any] | None, target_per_s: float | None,
               itl: tuple[np.ndarray, np.ndarray] | None = None) -> Plots:
     """Every figure the records support, and a note for each one left out on purpose."""
-    ok = columns["status"] == "ok"
+    ok = ok_mask(columns)
     figures: list[tuple[str, str]] = []
     if ok.any():
-        e2e = stage_times_ns(columns)["e2e"][ok] / 1e6
+        e2e = stage_ns(columns, "e2e", ok).astype(np.float64)
+        e2e /= 1e6
+        e2e.sort()  # in place, once: the CDF needs it sorted, the histogram does not mind
         figures += [("latency CDF", latency_cdf(e2e)),
                     ("latency histogram", distribution(e2e, "latency (ms)", "latency histogram"))]
+        del e2e
     if len(ok):
         figures += [
-            ("latency over time", latency_over_time(columns)),
-            ("throughput over time", throughput_over_time(columns, target_per_s)),
+            ("latency over time", latency_over_time(columns, ok)),
+            ("throughput over time", throughput_over_time(columns, target_per_s, ok)),
         ]
     if bd is not None and bd["requests"]:
-        figures.append(("queue vs service breakdown", breakdown(columns, bd)))
-    tokens = token_plots(columns, itl)
+        figures.append(("queue vs service breakdown", breakdown(columns, bd, ok)))
+    tokens = token_plots(columns, itl, ok)
     return Plots(figures + tokens.figures, tokens.notes)

@@ -1,6 +1,6 @@
 """Where each request's time went, and whether the load that was asked for was delivered.
 
-Stages of one successful request, from records.csv (one monotonic clock per run):
+Stages of one successful request, from records.parquet (one monotonic clock per run):
 
     queue       issue → dispatch            waited in the harness for a free worker
     service     dispatch → first token      (generative), first byte (HTTP), or completion
@@ -14,12 +14,14 @@ so the stage that dominates is the one to fix. A backend may also report its own
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.results import folder
+from harness.results.records import ok_mask
 from harness.results.stats import NS_PER_MS, distribution
 
 STAGES = ("queue", "service", "generation")
@@ -27,19 +29,37 @@ STAGES = ("queue", "service", "generation")
 SATURATION_RATIO = 0.95
 
 
-def stage_times_ns(columns: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Per-request stage durations (ns) for every row, failed ones included."""
-    issue, dispatch, complete = columns["issue_ns"], columns["dispatch_ns"], columns["complete_ns"]
-    # The first sign of an answer: first token if the backend streams tokens, else first
-    # byte (HTTP), else nothing before completion.
+def _first_answer(columns: Mapping[str, Any]) -> np.ndarray:
+    """The first sign of an answer: first token if the backend streams tokens, else first
+    byte (HTTP), else nothing before completion."""
     first = np.where(columns["first_token_ns"] > 0, columns["first_token_ns"], columns["first_byte_ns"])
-    first = np.where(first > 0, first, complete)
-    return {
-        "queue": dispatch - issue,
-        "service": first - dispatch,
-        "generation": complete - first,
-        "e2e": complete - issue,
-    }
+    return np.where(first > 0, first, columns["complete_ns"])
+
+
+def stage_ns(columns: Mapping[str, Any], name: str, rows: np.ndarray | None = None) -> np.ndarray:
+    """One stage's durations (ns), of the rows of the mask `rows` (all rows when None).
+
+    One stage at a time: a run of 10^7 records holds one array of durations, not four."""
+    if name == "queue":
+        start, end = columns["issue_ns"], columns["dispatch_ns"]
+    elif name == "e2e":
+        start, end = columns["issue_ns"], columns["complete_ns"]
+    elif name == "service":
+        start, end = columns["dispatch_ns"], _first_answer(columns)
+    elif name == "generation":
+        start, end = _first_answer(columns), columns["complete_ns"]
+    else:
+        raise KeyError(name)
+    if rows is None:
+        return end - start
+    out = end[rows]
+    out -= start[rows]  # in place: two arrays of the rows at a time, not three
+    return out
+
+
+def stage_times_ns(columns: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Per-request stage durations (ns) for every row, failed ones included."""
+    return {name: stage_ns(columns, name) for name in (*STAGES, "e2e")}
 
 
 def _stats_ms(values_ns: np.ndarray) -> dict[str, float | None]:
@@ -47,25 +67,29 @@ def _stats_ms(values_ns: np.ndarray) -> dict[str, float | None]:
     return {"mean_ms": d["mean"], "p50_ms": d["p50"], "p99_ms": d["p99"]}
 
 
-def aggregate(columns: dict[str, Any]) -> dict[str, Any]:
-    """Stage statistics over successful requests; `share` is of the mean end-to-end latency.
+def aggregate(columns: Mapping[str, Any], ok: np.ndarray | None = None) -> dict[str, Any]:
+    """Stage statistics over successful requests (`ok`: their mask, computed when None);
+    `share` is of the mean end-to-end latency.
 
     Means add up (percentiles do not), so the shares of the mean sum to 1 and name the
     dominant stage honestly.
     """
-    ok = columns["status"] == "ok"
-    times = {k: v[ok] for k, v in stage_times_ns(columns).items()}
-    e2e_mean = float(times["e2e"].mean()) if len(times["e2e"]) else 0.0
+    ok = ok_mask(columns) if ok is None else ok
+    e2e = stage_ns(columns, "e2e", ok)
+    e2e_stats = _stats_ms(e2e)
+    e2e_mean = float(e2e.mean()) if len(e2e) else 0.0
+    del e2e
     stages: dict[str, dict[str, float | None]] = {}
     for name in STAGES:
-        st = _stats_ms(times[name])
-        st["share"] = float(times[name].mean()) / e2e_mean if e2e_mean > 0 else None
+        times = stage_ns(columns, name, ok)
+        st = _stats_ms(times)
+        st["share"] = float(times.mean()) / e2e_mean if e2e_mean > 0 else None
         stages[name] = st
     streaming = bool(((columns["first_token_ns"] > 0) | (columns["first_byte_ns"] > 0))[ok].any())
     dominant = max(STAGES, key=lambda k: stages[k]["share"] or 0.0) if e2e_mean > 0 else None
     return {
         "requests": int(ok.sum()),
-        "e2e": _stats_ms(times["e2e"]),
+        "e2e": e2e_stats,
         "stages": stages,
         "dominant": dominant,
         "service_ends_at": "first token or first byte" if streaming else "completion",
@@ -77,7 +101,7 @@ def aggregate_from_summary(summary: dict[str, Any]) -> dict[str, Any] | None:
 
     summary.json's queue and service figures use these definitions on the same successful
     records (queue + service = latency when there is no first token), so reading a
-    multi-GB records.csv again would only repeat them. None when that does not hold.
+    multi-GB records.parquet again would only repeat them. None when that does not hold.
     """
     ours = summary.get("harness") or {}
     if summary.get("tokens") or not ours.get("succeeded") or "queue_ms" not in ours:
@@ -162,33 +186,38 @@ def rates(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def time_series(columns: dict[str, Any], bins: int | None = None) -> dict[str, np.ndarray]:
+def time_series(columns: Mapping[str, Any], bins: int | None = None, ok: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Completions per second and mean stage times in equal time bins from the first issue.
 
     By default about 20 requests per bin (5 to 60 bins): fewer per bin and the rates and
     means are mostly noise, or empty bins.
     """
+    issue, complete = columns["issue_ns"], columns["complete_ns"]
     if bins is None:
-        bins = int(np.clip(len(columns["status"]) // 20, 5, 60))
-    t0 = int(columns["issue_ns"].min())
-    done_s = (columns["complete_ns"] - t0) / 1e9
-    issue_s = (columns["issue_ns"] - t0) / 1e9
-    span = float(done_s.max()) if len(done_s) else 0.0
+        bins = int(np.clip(len(issue) // 20, 5, 60))
+    ok = ok_mask(columns) if ok is None else ok
+    t0 = int(issue.min())
+    span = (int(complete.max()) - t0) / 1e9 if len(complete) else 0.0
     edges = np.linspace(0.0, max(span, 1e-6), bins + 1)
     width = edges[1] - edges[0]
-    ok = columns["status"] == "ok"
-    idx = np.clip(np.searchsorted(edges, done_s[ok], side="right") - 1, 0, bins - 1)
-    times = stage_times_ns(columns)
-    means: dict[str, np.ndarray] = {}
+    # Bins over integer ns (edges rounded up): no float copy of every time is made.
+    edges_ns = t0 + np.ceil(edges * 1e9).astype(np.int64)
+    edges_ns[-1] = max(int(edges_ns[-1]), int(complete.max()) if len(complete) else t0)
+
+    def per_bin(times_ns: np.ndarray) -> np.ndarray:
+        return np.clip(np.searchsorted(edges_ns, times_ns, side="right") - 1, 0, bins - 1)
+
+    idx = per_bin(complete[ok])
     counts = np.bincount(idx, minlength=bins)
+    means: dict[str, np.ndarray] = {}
     for name in STAGES:
-        sums = np.bincount(idx, weights=times[name][ok].astype(float), minlength=bins)
+        sums = np.bincount(idx, weights=stage_ns(columns, name, ok), minlength=bins)
         means[name] = np.divide(sums, counts, out=np.zeros(bins), where=counts > 0) / 1e6
     return {
         "edges_s": edges,
-        "ok_per_s": np.histogram(done_s[ok], edges)[0] / width,
-        "failed_per_s": np.histogram(done_s[~ok], edges)[0] / width,
-        "issued_per_s": np.histogram(issue_s, edges)[0] / width,
+        "ok_per_s": counts / width,
+        "failed_per_s": np.bincount(per_bin(complete[~ok]), minlength=bins) / width,
+        "issued_per_s": np.bincount(per_bin(issue), minlength=bins) / width,
         "ok_count": counts,
         **{f"{k}_mean_ms": v for k, v in means.items()},
     }

@@ -11,7 +11,8 @@ optional and absent.
     manifest.json         sha256 of config, model, conf files and what the run produced (MANIFEST)
     child.json/error.json what the child process reports: backend description and timings,
                           or the error that stopped it, with its type and traceback (CHILD, ERROR)
-    records.csv           one row per sample (RECORDS; records.partial while the test runs)
+    records.parquet       one row per sample (RECORDS; records.partial while the test runs;
+                          records.csv in folders written before, LEGACY_RECORDS)
     tokens.jsonl          chunk times per generated request (TOKENS)
     stages.jsonl          backend-reported stage times (STAGES)
     summary.json          LoadGen's figures and ours (SUMMARY, schema SCHEMA_VERSION)
@@ -37,7 +38,8 @@ SYSTEM = "system.json"
 MANIFEST = "manifest.json"
 CHILD = "child.json"
 ERROR = "error.json"
-RECORDS = "records.csv"
+RECORDS = "records.parquet"
+LEGACY_RECORDS = "records.csv"  # the records of folders written before records.parquet
 PARTIAL_RECORDS = "records.partial"
 TOKENS = "tokens.jsonl"
 STAGES = "stages.jsonl"

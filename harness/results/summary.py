@@ -1,6 +1,6 @@
 """summary.json: LoadGen's figures and ours, side by side, built only from the results folder.
 
-Ours come from records.csv: latency = complete - issue of each *successful* sample (a
+Ours come from records.parquet: latency = complete - issue of each *successful* sample (a
 failed sample never counts as a fast success), queue = dispatch - issue, service =
 complete - dispatch. LoadGen's come from mlperf_log_detail.txt. `agreement` holds the
 ratio ours/LoadGen for the figures both measure, so a drift is visible, and tests pin it.
@@ -22,7 +22,7 @@ from harness.results.folder import SCHEMA_VERSION
 from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, read_accuracy_log, read_detail
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
-from harness.results.records import Records, read_records
+from harness.results.records import Records, read_records, records_path
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
 
@@ -243,7 +243,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
     child = folder.read_json(run_dir, folder.CHILD) or {}
     lg, lg_errors, lg_warnings = read_detail(run_dir)
 
-    rec = read_records(run_dir) if (run_dir / folder.RECORDS).exists() else None
+    rec = read_records(run_dir) if records_path(run_dir) else None
     find_peak = None
     if rec is not None and len(rec) and config.get("mode") == FIND_PEAK:
         # LoadGen reports one round only (the last that met its constraints); so must every
@@ -254,11 +254,14 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
     agreement: dict[str, float | None] = {}
     if rec is not None and len(rec):
         c = rec.columns
-        ok = c["status"] == "ok"
+        ok = rec.ok()
         n, n_ok = len(rec), int(ok.sum())
         latency = (c["complete_ns"] - c["issue_ns"])[ok]
         span_ns = int(c["complete_ns"].max() - c["issue_ns"].min())
-        failures = Counter(str(e).split(":", 1)[0] or "error" for e in c["error"][~ok])
+        failures: Counter[str] = Counter()
+        if n_ok < n:
+            for error, k in rec.text_counts("error", ~ok).items():
+                failures[error.split(":", 1)[0] or "error"] += k
         ours = {
             "samples": n,
             "succeeded": n_ok,
@@ -270,7 +273,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             "latency_ms": percentiles_ms(latency),
             "queue_ms": percentiles_ms((c["dispatch_ns"] - c["issue_ns"])[ok]),
             "service_ms": percentiles_ms((c["complete_ns"] - c["dispatch_ns"])[ok]),
-            "batches": int(len(np.unique(c["batch_id"]))),
+            "batches": rec.distinct("batch_id"),
         }
         ours["mean_batch_size"] = n / ours["batches"] if ours["batches"] else None
         if scenario == "MultiStream":

@@ -1,4 +1,4 @@
-"""Token figures of a generative run, from records.csv, tokens.jsonl and LoadGen's log.
+"""Token figures of a generative run, from records.parquet, tokens.jsonl and LoadGen's log.
 
 Definitions (all on successful requests only; times from the harness's issue stamp, as
 LoadGen times from its own):

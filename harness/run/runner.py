@@ -171,7 +171,7 @@ def _set_aside(run_dir: Path, output_root: Path) -> Path:
 
 
 def _finish(run_dir: Path, rc: int | None, status: dict[str, Any], manifest: dict[str, Any]) -> tuple[dict, dict, dict | None]:
-    """records.csv, summary.json and the manifest's hashes, once the child has ended."""
+    """records.parquet, summary.json and the manifest's hashes, once the child has ended."""
     unsaved: list[OutputError] = []  # files this process could not write (a full disk)
     try:
         recover_records(run_dir)  # a crashed or killed child leaves its rows in records.partial

@@ -15,8 +15,9 @@ from harness.analysis.check import EXIT_INCOMPLETE, EXIT_INVALID, EXIT_TAMPERED,
 from harness.config.run_config import RunConfig
 from harness.data.hashing import sha256_file
 from harness.results.loadgen_log import read_detail
-from harness.results.records import read_records
+from harness.results.records import COLUMNS, read_records, write_records
 from harness.run import runner
+from tests.support.legacy_records import to_legacy_csv
 
 OFFLINE = dict(backend="synthetic", scenario="Offline", max_batch=16, min_duration_s=0.3,
                backend_options={"per_sample_ms": 0.05})
@@ -47,21 +48,41 @@ def test_intact_folder_is_valid_and_records_match_loadgen(valid_run: Path):
     assert lg["result_query_count"] == 1 and issued == 1.1 * 40_000 * 0.3
     assert len(read_records(valid_run)) == issued
     kinds = _kinds(result)
-    for what in ("run.yaml", "records.csv", "summary.json", "records", "dataset", "re-runnable"):
+    for what in ("run.yaml", "records.parquet", "summary.json", "records", "dataset", "re-runnable"):
         assert kinds[what] == "ok", what
     manifest = json.loads((valid_run / "manifest.json").read_text())
-    assert manifest["sha256"]["records.csv"] == sha256_file(valid_run / "records.csv")
+    assert manifest["sha256"]["records.parquet"] == sha256_file(valid_run / "records.parquet")
+
+
+def _columns(run_dir: Path) -> dict:
+    cols = read_records(run_dir).columns
+    return {c: cols[c].copy() for c in COLUMNS}
 
 
 def test_one_changed_record_is_tampering(copy: Path):
-    lines = (copy / "records.csv").read_text().splitlines()
-    cols = lines[5].split(",")
-    cols[6] = str(int(cols[6]) - 1000)  # complete_ns 1 µs earlier: a flattering edit
-    lines[5] = ",".join(cols)
-    (copy / "records.csv").write_text("\n".join(lines) + "\n")
+    cols = _columns(copy)
+    cols["complete_ns"][5] -= 1000  # complete_ns 1 µs earlier: a flattering edit
+    write_records(copy, cols)
     result = check_run(copy, rebuild_dataset=False)
     assert result.exit_code == EXIT_TAMPERED
-    assert _kinds(result)["records.csv"] == "tampered"
+    assert _kinds(result)["records.parquet"] == "tampered"
+
+
+def test_a_folder_from_before_parquet_checks_its_records_csv(copy: Path):
+    """Folders written before records.parquet hold records.csv, hashed under that name."""
+    before = _columns(copy)
+    to_legacy_csv(copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    del manifest["sha256"]["records.parquet"]
+    manifest["sha256"]["records.csv"] = sha256_file(copy / "records.csv")
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    result = check_run(copy, rebuild_dataset=False)
+    assert result.exit_code == EXIT_VALID, result.findings
+    kinds = _kinds(result)
+    assert kinds["records.csv"] == "ok" and kinds["records"] == "ok" and "records.parquet" not in kinds
+    legacy = read_records(copy).columns  # the same values, read back from the CSV
+    for c in COLUMNS:
+        assert list(legacy[c]) == list(before[c]), c
 
 
 def test_missing_loadgen_log_is_incomplete(copy: Path):
@@ -79,10 +100,9 @@ def test_edited_config_is_tampering(copy: Path):
 
 
 def test_records_cut_short_are_counted(copy: Path):
-    lines = (copy / "records.csv").read_text().splitlines()
-    (copy / "records.csv").write_text("\n".join(lines[:-10]) + "\n")
+    write_records(copy, {c: v[:-10] for c, v in _columns(copy).items()})
     manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["sha256"]["records.csv"] = sha256_file(copy / "records.csv")  # a consistent but short folder
+    manifest["sha256"]["records.parquet"] = sha256_file(copy / "records.parquet")  # a consistent but short folder
     (copy / "manifest.json").write_text(json.dumps(manifest))
     result = check_run(copy, rebuild_dataset=False)
     assert result.exit_code == EXIT_INCOMPLETE

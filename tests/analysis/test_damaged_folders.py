@@ -23,6 +23,7 @@ from harness.config.run_config import RunConfig
 from harness.errors import EXIT_CHECK_INCOMPLETE, EXIT_CHECK_TAMPERED, EXIT_OK, EXIT_RESULTS
 from harness.results import folder
 from harness.run import runner
+from tests.support.legacy_records import to_legacy_csv
 
 GARBAGE = bytes(range(256)) * 4  # not UTF-8, holds NUL bytes
 SHEET = "currency: USD\ndevice_hourly: 2.0\nper_request: 0.001\n"
@@ -46,13 +47,32 @@ def _edit_summary(change: Callable[[dict], None]) -> Callable[[Path], None]:
     return damage
 
 
-def _bad_cell(run_dir: Path) -> None:
-    path = run_dir / folder.RECORDS
-    lines = path.read_text().splitlines()
+def _text_times(run_dir: Path) -> None:
+    """A well-formed Parquet file whose issue_ns column holds text: not what the harness writes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(run_dir / folder.RECORDS)
+    i = table.schema.get_field_index("issue_ns")
+    table = table.set_column(i, "issue_ns", pa.array([f"{v}x" for v in table.column(i).to_pylist()]))
+    pq.write_table(table, run_dir / folder.RECORDS)
+
+
+def _cut(name: str) -> Callable[[Path], None]:
+    def damage(run_dir: Path) -> None:
+        path = run_dir / name
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    return damage
+
+
+def _legacy_bad_cell(run_dir: Path) -> None:
+    """A folder from before records.parquet, whose records.csv has a cell that is no integer."""
+    lines = to_legacy_csv(run_dir)
     cells = lines[5].split(",")
     cells[2] = "12x45"  # issue_ns
     lines[5] = ",".join(cells)
-    path.write_text("\n".join(lines) + "\n")
+    (run_dir / folder.LEGACY_RECORDS).write_text("\n".join(lines) + "\n")
 
 
 def _remove(name: str) -> Callable[[Path], None]:
@@ -81,8 +101,10 @@ CASES: dict[str, tuple[Callable[[Path], None], str, int, tuple[str, ...]]] = {
     "run.yaml binary": (_write(folder.RUN_CONFIG, GARBAGE), folder.RUN_CONFIG, EXIT_CHECK_TAMPERED, READ_BY_ALL),
     # An Offline tensor run's breakdown is in summary.json: report, compare and cost never
     # open its records; check reads every row.
-    "records.csv bad cell": (_bad_cell, folder.RECORDS, EXIT_CHECK_TAMPERED, ()),
-    "records.csv binary": (_write(folder.RECORDS, GARBAGE), folder.RECORDS, EXIT_CHECK_TAMPERED, ()),
+    "records text times": (_text_times, folder.RECORDS, EXIT_CHECK_TAMPERED, ()),
+    "records binary": (_write(folder.RECORDS, GARBAGE), folder.RECORDS, EXIT_CHECK_TAMPERED, ()),
+    "records cut in half": (_cut(folder.RECORDS), folder.RECORDS, EXIT_CHECK_TAMPERED, ()),
+    "records.csv (legacy) bad cell": (_legacy_bad_cell, folder.LEGACY_RECORDS, EXIT_CHECK_TAMPERED, ()),
     "manifest.json binary": (_write(folder.MANIFEST, GARBAGE), folder.MANIFEST, EXIT_CHECK_TAMPERED, READ_BY_ALL),
     "manifest.json a list": (_write(folder.MANIFEST, "[]"), folder.MANIFEST, EXIT_CHECK_TAMPERED, READ_BY_ALL),
     "system.json binary": (_write(folder.SYSTEM, GARBAGE), folder.SYSTEM, EXIT_CHECK_TAMPERED, READ_BY_ALL),

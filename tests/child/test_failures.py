@@ -81,7 +81,7 @@ def test_killed_child_leaves_an_incomplete_folder_with_its_records(tmp_path):
     assert s["harness"]["samples"] > 50
     rec = read_records(run_dir).columns
     assert len(rec["query_id"]) == s["harness"]["samples"]
-    assert not (run_dir / "records.partial").exists()  # recovered into records.csv
+    assert not (run_dir / "records.partial").exists()  # recovered into records.parquet
     assert np.all(rec["complete_ns"] >= rec["issue_ns"])
     assert "INCOMPLETE" in out
 
@@ -89,7 +89,7 @@ def test_killed_child_leaves_an_incomplete_folder_with_its_records(tmp_path):
 def test_records_survive_numpy_values_and_a_cut_frame(tmp_path):
     from harness.child.record_writer import RecordWriter
     from harness.results.folder import PARTIAL_RECORDS as PARTIAL_FILE
-    from harness.results.records import recover
+    from harness.results.records import frame_bytes, recover
 
     w = RecordWriter(tmp_path)
     w.add((np.int64(7), 1, 10, 11, 0, 0, 12, 0, 0, 0, 0, "ok", ""))
@@ -98,10 +98,8 @@ def test_records_survive_numpy_values_and_a_cut_frame(tmp_path):
     rec = read_records(tmp_path).columns
     assert list(rec["query_id"]) == [7, 8] and rec["error"][1] == 'ValueError: a "quoted", text'
     # A crash mid-write leaves half a frame: the whole frames before it are kept.
-    import marshal
-
-    (tmp_path / "records.csv").unlink()
-    good = marshal.dumps([(1, 1, 1, 1, 0, 0, 2, 0, 0, 0, 0, "ok", "")])
+    (tmp_path / "records.parquet").unlink()
+    good = frame_bytes([(1, 1, 1, 1, 0, 0, 2, 0, 0, 0, 0, "ok", "")])
     (tmp_path / PARTIAL_FILE).write_bytes(good + good[: len(good) // 2])
     assert recover(tmp_path) == 1
     assert len(read_records(tmp_path)) == 1
@@ -110,7 +108,7 @@ def test_records_survive_numpy_values_and_a_cut_frame(tmp_path):
 def test_a_backend_call_is_one_entry_made_into_a_row_per_sample(tmp_path):
     from harness.child.record_writer import RecordWriter
     from harness.results.folder import PARTIAL_RECORDS as PARTIAL_FILE
-    from harness.results.records import recover
+    from harness.results.records import frame_bytes, recover
 
     w = RecordWriter(tmp_path)
     # (query ids, sample indices, issue times, dispatch, complete, batch id, worker, status, error)
@@ -127,10 +125,8 @@ def test_a_backend_call_is_one_entry_made_into_a_row_per_sample(tmp_path):
     assert list(rec["status"]) == ["ok", "ok", "ok", "error"] and rec["error"][3] == "RuntimeError: boom"
     assert list(rec["first_token_ns"]) == [0, 0, 0, 0]
     # A crash mid-write: the whole frames before the cut are kept, every sample of them.
-    import marshal
-
-    (tmp_path / "records.csv").unlink()
-    good = marshal.dumps([((1, 2), (0, 1), (5, 5), 6, 7, 0, 0, "ok", "")])
+    (tmp_path / "records.parquet").unlink()
+    good = frame_bytes([((1, 2), (0, 1), (5, 5), 6, 7, 0, 0, "ok", "")])
     (tmp_path / PARTIAL_FILE).write_bytes(good + good[: len(good) // 2])
     assert recover(tmp_path) == 2
     assert list(read_records(tmp_path).columns["query_id"]) == [1, 2]
@@ -138,7 +134,7 @@ def test_a_backend_call_is_one_entry_made_into_a_row_per_sample(tmp_path):
 
 def test_record_writer_close_is_safe_twice_and_from_two_threads(tmp_path):
     """A stop signal's thread and the test's end may both close the records: one wins, the
-    other finds them closed; records.csv is written once, whole."""
+    other finds them closed; records.parquet is written once, whole."""
     import threading
 
     from harness.child.record_writer import RecordWriter

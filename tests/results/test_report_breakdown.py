@@ -105,7 +105,7 @@ def test_time_series_counts_every_completion(server):
 
 
 def test_breakdown_from_the_summary_equals_the_one_from_records(server):
-    # Non-streaming runs take the breakdown from summary.json, sparing a re-read of records.csv.
+    # Non-streaming runs take the breakdown from summary.json, sparing a re-read of records.parquet.
     from harness.results.breakdown import aggregate_from_summary
 
     data = load_run(server)

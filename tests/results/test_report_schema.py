@@ -90,11 +90,11 @@ def test_missing_summary_section_is_named(runs, tmp_path):
 
 def test_missing_files_are_named(runs, tmp_path):
     run = _copy(runs["server"], tmp_path)
-    (run / "records.csv").unlink()
-    with pytest.raises(OutputError, match="has no records.csv"):
+    (run / "records.parquet").unlink()
+    with pytest.raises(OutputError, match="has no records.parquet"):
         write_report(run, "csv")
     # Renderers that can work from the summary alone still do, and say what is missing.
-    assert "no records.csv" in write_report(run, "html")
+    assert "no records.parquet" in write_report(run, "html")
     (run / "summary.json").unlink()
     with pytest.raises(OutputError, match="has no summary.json"):
         load_run(run)

@@ -4,7 +4,6 @@ a server whose decode slows with the batch recovers that law."""
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import sys
@@ -16,16 +15,15 @@ import pytest
 from harness.analysis.diagnosis import diagnose
 from harness.config.run_config import RunConfig
 from harness.errors import EXIT_USAGE
+from harness.results.records import read_records
 from harness.run.sweep import Axis, SweepSpec, new_sweep, run_sweep
 from tests.support.http_servers import ServerThread, Timing, openai_app
 
 
 def in_flight(run_dir: Path) -> np.ndarray:
     """How many requests were between dispatch and completion, at each dispatch."""
-    with open(run_dir / "records.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    start = np.array([int(r["dispatch_ns"]) for r in rows])
-    end = np.array([int(r["complete_ns"]) for r in rows])
+    cols = read_records(run_dir).columns
+    start, end = cols["dispatch_ns"], cols["complete_ns"]
     return np.array([int(((start <= t) & (end > t)).sum()) for t in start])
 
 

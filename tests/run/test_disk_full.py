@@ -43,7 +43,7 @@ def test_the_disk_fills_during_the_test(small_disk: Path):
     assert str(run_dir) in lines[0]
     partial = run_dir / "records.partial"
     assert partial.is_file() and partial.stat().st_size > 1_000_000  # what fit is kept
-    assert not (run_dir / "records.csv").exists()  # never a half file that reads as tampered
+    assert not (run_dir / "records.parquet").exists()  # never a half file that reads as tampered
     assert not any(p.name.endswith(".tmp") for p in run_dir.iterdir())
     check = harness("check", "--no-dataset", str(run_dir))
     assert check.returncode == EXIT_CHECK_INCOMPLETE, check.stdout + check.stderr

@@ -15,6 +15,7 @@ from harness.analysis.compare import stats
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
 from harness.results.folder import AGGREGATE as AGGREGATE_FILE
+from harness.results.records import read_records, write_records
 from harness.run.repeat import run_repeated
 
 # 1 ms per sample in batches of 16: at most 1000 samples/s; sleeping keeps the noise low.
@@ -41,8 +42,10 @@ def test_repeat_aggregates_each_runs_figures(tmp_path: Path):
     assert data["metrics"]["success_rate"]["median"] == 100.0
     # `harness check` on the repeat folder checks every run; one edited record taints it.
     assert [r.exit_code for r in check_path(outcome.repeat_dir, rebuild_dataset=False)] == [0, 0, 0]
-    records = outcome.outcomes[1].run_dir / "records.csv"
-    records.write_text(records.read_text().replace(",ok,", ",error,", 1))
+    run_dir = outcome.outcomes[1].run_dir
+    cols = {c: v.copy() for c, v in read_records(run_dir).columns.items()}
+    cols["status"][0] = "error"
+    write_records(run_dir, cols)
     assert [r.exit_code for r in check_path(outcome.repeat_dir, rebuild_dataset=False)] == [0, 6, 0]
 
 

@@ -17,7 +17,7 @@ def test_results_folder_holds_what_reproduces_the_run(run_harness, embedded_mode
         backend="onnxruntime", model=str(embedded_model), dataset="digits", scenario="Offline",
         max_batch=32, offline_expected_qps=5000, min_duration_s=0.3,
     )
-    for name in ("run.yaml", "system.json", "manifest.json", "summary.json", "records.csv",
+    for name in ("run.yaml", "system.json", "manifest.json", "summary.json", "records.parquet",
                  "mlperf_log_detail.txt", "mlperf_log_summary.txt", "child.json"):
         assert (run_dir / name).exists(), name
     manifest = json.loads((run_dir / "manifest.json").read_text())

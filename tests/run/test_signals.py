@@ -145,7 +145,7 @@ def assert_stopped_folder(h: Harness, rc: int, out: str, err: str, signal_name: 
     assert summary["incomplete_reason"] == f"stopped by {signal_name}"
     records = read_records(h.run_dir)
     assert len(records) > 0 and len(records) == summary["harness"]["samples"]
-    assert not (h.run_dir / "records.partial").exists()  # made into records.csv
+    assert not (h.run_dir / "records.partial").exists()  # made into records.parquet
     _wait_for(lambda: _gone(h.child), 5, "the child still runs")
 
 

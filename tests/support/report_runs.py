@@ -8,7 +8,6 @@ input tokens), so renderers and cost are checked on them too.
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.config.run_config import RunConfig
-from harness.results.records import COLUMNS, read_records
+from harness.results.records import COLUMNS, read_records, write_records
 from harness.results.summary import percentiles_ms
 from harness.run import runner
 
@@ -71,13 +70,8 @@ def token_run(source: Path, dest: Path) -> Path:
     n_tokens = rng.integers(2, 128, n)
     span = cols["complete_ns"] - cols["dispatch_ns"]
     first_token = cols["dispatch_ns"] + span // 3
-    with open(dest / "records.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(COLUMNS)
-        for i in range(n):
-            row = {c: cols[c][i] for c in COLUMNS}
-            row.update(first_token_ns=int(first_token[i]), n_tokens=int(n_tokens[i]), input_tokens=int(input_tokens[i]))
-            w.writerow([row[c] for c in COLUMNS])
+    write_records(dest, {**{c: cols[c] for c in COLUMNS}, "first_token_ns": first_token, "n_tokens": n_tokens,
+                         "input_tokens": input_tokens})
     ok = cols["status"] == "ok"
     ttft = (first_token - cols["issue_ns"])[ok]
     tpot = ((cols["complete_ns"] - first_token) // (n_tokens - 1))[ok]
