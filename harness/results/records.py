@@ -37,6 +37,7 @@ Generative backends also append one JSON line per request to `tokens.jsonl`
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import marshal
 import os
@@ -229,10 +230,10 @@ class RecordsFile:
         os.replace(self.tmp, self.path)
 
     def abort(self) -> None:
-        try:
+        # The disk that failed a write fails the footer too, or a failed close left the
+        # writer half closed: either way the file goes.
+        with contextlib.suppress(Exception):
             self._writer.close()
-        except OSError:
-            pass  # the disk that failed the write fails the footer too; the file goes anyway
         self.tmp.unlink(missing_ok=True)
 
 
@@ -258,6 +259,7 @@ def recover(run_dir: Path) -> int:
     try:
         out = RecordsFile(run_dir / RECORDS)
     except OSError as e:
+        (run_dir / f".{RECORDS}.tmp").unlink(missing_ok=True)  # opened, then its header failed
         raise write_failed(run_dir / RECORDS, e) from e
     try:
         with open(partial, "rb") as src:
