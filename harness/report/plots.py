@@ -24,6 +24,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from harness.results.breakdown import STAGES, stage_ns, time_series
 from harness.results.records import ok_mask
+from harness.results.stats import distribution as plain_distribution
 from harness.results.stats import weighted_distribution
 
 MAX_POINTS = 20_000
@@ -132,7 +133,10 @@ def histogram_bins(values: np.ndarray, weights: np.ndarray | None = None) -> tup
 
 
 def _percentiles(values: np.ndarray, weights: np.ndarray | None) -> dict[str, float]:
-    d = weighted_distribution(values, weights, percentiles=(50, 99, 99.9))
+    if weights is None:  # the tables' rule without weights: a sort (none when sorted already)
+        d = plain_distribution(values, percentiles=(50, 99, 99.9))
+    else:
+        d = weighted_distribution(values, weights, percentiles=(50, 99, 99.9))
     return {k: float(v) for k, v in d.items() if v is not None}
 
 
@@ -201,8 +205,7 @@ def time_bins(columns: Mapping[str, Any]) -> int:
     return int(np.clip(n // 20, 10, 60)) if n >= 10 else max(n, 1)
 
 
-def throughput_over_time(columns: Mapping[str, Any], target_per_s: float | None, ok: np.ndarray) -> str:
-    ts = time_series(columns, bins=time_bins(columns), ok=ok)
+def throughput_over_time(ts: dict[str, np.ndarray], target_per_s: float | None) -> str:
     mid = (ts["edges_s"][:-1] + ts["edges_s"][1:]) / 2
     issued = ts["issued_per_s"]
     # Offline issues every sample at t=0: that one spike (850k/s beside 14k/s served) would
@@ -225,7 +228,7 @@ def throughput_over_time(columns: Mapping[str, Any], target_per_s: float | None,
     return _png(fig)
 
 
-def breakdown(columns: Mapping[str, Any], bd: dict[str, Any], ok: np.ndarray) -> str:
+def breakdown(ts: dict[str, np.ndarray], bd: dict[str, Any]) -> str:
     """Left: the mean request split into stages. Right: the same split over the run."""
     stages = [s for s in STAGES if not (s == "generation" and bd["service_ends_at"] == "completion")]
     fig = Figure(figsize=(9.6, 3.6), layout="constrained")
@@ -238,7 +241,6 @@ def breakdown(columns: Mapping[str, Any], bd: dict[str, Any], ok: np.ndarray) ->
     ax1.set(yticks=[], xlabel="mean latency (ms)", title=f"mean request: {bd['dominant']} dominates")
     ax1.set_ylim(-0.5, 1.2)
     ax1.legend(loc="upper left", fontsize=8)
-    ts = time_series(columns, bins=time_bins(columns), ok=ok)
     mid = (ts["edges_s"][:-1] + ts["edges_s"][1:]) / 2
     have = ts["ok_count"] > 0  # a bin without completions has no mean, not a zero one
     layers = [ts[f"{s}_mean_ms"][have] for s in stages]
@@ -322,11 +324,12 @@ def all_plots(columns: Mapping[str, Any], bd: dict[str, Any] | None, target_per_
                     ("latency histogram", distribution(e2e, "latency (ms)", "latency histogram"))]
         del e2e
     if len(ok):
+        ts = time_series(columns, bins=time_bins(columns), ok=ok)  # one pass for both over-time figures
         figures += [
             ("latency over time", latency_over_time(columns, ok)),
-            ("throughput over time", throughput_over_time(columns, target_per_s, ok)),
+            ("throughput over time", throughput_over_time(ts, target_per_s)),
         ]
-    if bd is not None and bd["requests"]:
-        figures.append(("queue vs service breakdown", breakdown(columns, bd, ok)))
+        if bd is not None and bd["requests"]:
+            figures.append(("queue vs service breakdown", breakdown(ts, bd)))
     tokens = token_plots(columns, itl, ok)
     return Plots(figures + tokens.figures, tokens.notes)
