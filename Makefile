@@ -29,6 +29,7 @@ test: install-test
 bench: install-test
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_instructions.py --scenarios Offline  # ~10 min under valgrind
+	$(BIN)/python benchmarks/bench_records.py  # ~4 min: 10^6 and 10^7 records
 
 clean:
 	rm -rf $(VENV) build *.egg-info
