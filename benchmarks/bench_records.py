@@ -104,7 +104,7 @@ def measure(tree: Path, n: int, work: Path) -> dict[str, float]:
     (run_dir,) = out.iterdir()
     records = next(p for p in run_dir.iterdir() if p.name.startswith("records."))
     fig["records B/sample"] = records.stat().st_size / n
-    wall, _, text = run_measured([sys.executable, "-c", SUMMARY_SCRIPT, str(run_dir)], env, work)
+    _, _, text = run_measured([sys.executable, "-c", SUMMARY_SCRIPT, str(run_dir)], env, work)  # it times itself
     fig["summary s"], fig["summary MiB"] = (float(v) for v in text.split())
     fig["check s"], fig["check MiB"], _ = run_measured(
         [sys.executable, "-m", "harness", "check", "--no-dataset", str(run_dir)], env, work)

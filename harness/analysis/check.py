@@ -122,7 +122,7 @@ def check_run(run_dir: Path, rebuild_dataset: bool = True) -> CheckResult:
         result.add("incomplete", name, "missing")
     manifest = _read(result, folder.MANIFEST, lambda: read_manifest(run_dir) if (run_dir / folder.MANIFEST).is_file() else None)
     if manifest is not None:
-        _check_hashes(result, run_dir, manifest)
+        _check_hashes(result, run_dir, manifest, records)
     # Read by the reports and verbs: damage there is a finding here.
     _read(result, folder.SYSTEM, lambda: read_system(run_dir))
     _read(result, folder.CHILD, lambda: folder.read_json(run_dir, folder.CHILD))
@@ -136,7 +136,7 @@ def check_run(run_dir: Path, rebuild_dataset: bool = True) -> CheckResult:
     log_problem = detail_problem(run_dir)
     if log_problem and (run_dir / folder.LOADGEN_DETAIL).is_file():  # a missing one is reported already
         result.add(log_problem[0], folder.LOADGEN_DETAIL, log_problem[1])
-    _check_records(result, run_dir, lg)
+    _check_records(result, run_dir, records, lg)
     _check_verdict(result, summary, lg, lg_errors)
     _check_success_rate(result, summary)
     if (run_dir / folder.AUDIT_CONFIG).is_file():
@@ -167,9 +167,8 @@ def _read(result: CheckResult, name: str, read: Any) -> Any:
         return None
 
 
-def _check_hashes(result: CheckResult, run_dir: Path, manifest: dict[str, Any]) -> None:
+def _check_hashes(result: CheckResult, run_dir: Path, manifest: dict[str, Any], records: Path | None) -> None:
     recorded: dict[str, str] = manifest.get("sha256", {})
-    records = records_path(run_dir)
     for name in (folder.RUN_CONFIG, records.name if records else folder.RECORDS, folder.SUMMARY):
         if name not in recorded:
             if name != folder.RUN_CONFIG:  # folders from before the manifest held them
@@ -203,8 +202,7 @@ def _run_yaml(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def _check_records(result: CheckResult, run_dir: Path, lg: dict[str, Any]) -> None:
-    path = records_path(run_dir)
+def _check_records(result: CheckResult, run_dir: Path, path: Path | None, lg: dict[str, Any]) -> None:
     if path is None:
         return
     try:

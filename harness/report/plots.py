@@ -25,6 +25,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from harness.results.breakdown import STAGES, stage_ns, time_series
 from harness.results.records import ok_mask
 from harness.results.stats import distribution as plain_distribution
+from harness.results.stats import is_sorted
 from harness.results.stats import weighted_distribution
 
 MAX_POINTS = 20_000
@@ -81,10 +82,6 @@ def _png(fig: Figure) -> str:
     # No "Software" tag: it holds a URL, and the page must carry no outside reference.
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _is_sorted(values: np.ndarray) -> bool:
-    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
 
 
 def _thin(n: int) -> np.ndarray:
@@ -165,7 +162,7 @@ def distribution(values: np.ndarray, xlabel: str, title: str, color: str = "#1f7
 
 def latency_cdf(e2e_ms: np.ndarray) -> str:
     fig, ax = _axes("latency CDF", "latency (ms)", "fraction of successful requests")
-    s = e2e_ms if _is_sorted(e2e_ms) else np.sort(e2e_ms)
+    s = e2e_ms if is_sorted(e2e_ms) else np.sort(e2e_ms)
     idx = _thin(len(s))
     ax.plot(s[idx], (idx + 1) / len(s), lw=1.5)
     q = _percentiles(s, None)

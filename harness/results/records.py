@@ -141,13 +141,6 @@ class _GroupBuilder:
         self.words: list[dict[str, int]] = [{} for _ in TEXT_COLUMNS]
         self.n = 0
 
-    def _code(self, which: int, text: str) -> int:
-        words = self.words[which]
-        code = words.get(text)
-        if code is None:
-            code = words[text] = len(words)
-        return code
-
     def add(self, entry: tuple) -> None:
         if is_call(entry):
             ids, indices, issued, dispatch, done, batch_id, worker, status, error = entry
@@ -161,8 +154,8 @@ class _GroupBuilder:
             col.extend(v)
         for col, v in zip(self.per_entry, values):
             col.append(v)
-        self.per_entry[-2].append(self._code(0, status))
-        self.per_entry[-1].append(self._code(1, error))
+        for col, words, text in zip(self.per_entry[-2:], self.words, (status, error)):
+            col.append(words.setdefault(text, len(words)))
         self.runs.append(k)
         self.n += k
 
@@ -196,14 +189,18 @@ class RecordsFile:
         self.tmp = path.with_name(f".{path.name}.tmp")
         self.schema = _schema()
         self.rows = 0
-        # Delta-packed integers and dictionary-coded text, then zstd: a few bytes a row.
-        self._writer = pq.ParquetWriter(
-            self.tmp,
-            self.schema,
-            compression="zstd",
-            use_dictionary=list(TEXT_COLUMNS),
-            column_encoding={c: "DELTA_BINARY_PACKED" for c in COLUMNS if c not in TEXT_COLUMNS},
-        )
+        try:
+            # Delta-packed integers and dictionary-coded text, then zstd: a few bytes a row.
+            self._writer = pq.ParquetWriter(
+                self.tmp,
+                self.schema,
+                compression="zstd",
+                use_dictionary=list(TEXT_COLUMNS),
+                column_encoding={c: "DELTA_BINARY_PACKED" for c in COLUMNS if c not in TEXT_COLUMNS},
+            )
+        except BaseException:
+            self.tmp.unlink(missing_ok=True)  # opened, then its header failed (a full disk)
+            raise
 
     def write(self, group: _GroupBuilder) -> None:
         if group.n:
@@ -259,7 +256,6 @@ def recover(run_dir: Path) -> int:
     try:
         out = RecordsFile(run_dir / RECORDS)
     except OSError as e:
-        (run_dir / f".{RECORDS}.tmp").unlink(missing_ok=True)  # opened, then its header failed
         raise write_failed(run_dir / RECORDS, e) from e
     try:
         with open(partial, "rb") as src:
@@ -317,7 +313,7 @@ class Records:
 def ok_mask(columns: Mapping[str, Any]) -> np.ndarray:
     """True for each row whose status is "ok" (from the file's status codes when it can:
     1 byte a row, not an 8-byte object array of texts)."""
-    if isinstance(columns, _ParquetColumns) and "status" not in columns.loaded:
+    if isinstance(columns, _ParquetColumns):
         codes, words = columns.codes("status")
         return codes == (words.index("ok") if "ok" in words else -1)
     return np.asarray(columns["status"]) == "ok"
@@ -357,25 +353,17 @@ def scan_records(run_dir: Path) -> int:
     return columns.rows
 
 
-class _damage:
+@contextlib.contextmanager
+def _damage(path: Path) -> Iterator[None]:
     """Turns whatever pyarrow raises on a damaged file into one ResultsError naming it."""
+    import pyarrow as pa
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, e: BaseException | None, tb: Any) -> bool:
-        import pyarrow as pa
-
-        if e is None or isinstance(e, ResultsError):
-            return False
-        if isinstance(e, FileNotFoundError | PermissionError):
-            raise ResultsError(f"{self.path} cannot be read: {e.strerror}") from e
-        if isinstance(e, pa.ArrowException | OSError | ValueError):
-            raise ResultsError(f"{self.path} is damaged: not a readable Parquet file ({_short(e)})") from e
-        return False
+    try:
+        yield
+    except (FileNotFoundError, PermissionError) as e:
+        raise ResultsError(f"{path} cannot be read: {e.strerror}") from e
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise ResultsError(f"{path} is damaged: not a readable Parquet file ({_short(e)})") from e
 
 
 def _short(e: BaseException) -> str:
@@ -384,6 +372,7 @@ def _short(e: BaseException) -> str:
 
 
 def _no_nulls(path: Path, table: Any) -> None:
+    """The harness writes no empty values: a column with some is not its file."""
     for name, col in zip(table.column_names, table.columns):
         if col.null_count:
             raise ResultsError(f"{path} is damaged: column {name} has {col.null_count} empty values")
@@ -418,10 +407,9 @@ class _ParquetColumns(Mapping):
         start = 0
         for i in range(self.file.num_row_groups):
             with _damage(self.path):
-                col = self.file.read_row_group(i, columns=[name]).column(0)
-            if col.null_count:
-                raise ResultsError(f"{self.path} is damaged: column {name} has {col.null_count} empty values")
-            for chunk in col.chunks:
+                group = self.file.read_row_group(i, columns=[name])
+            _no_nulls(self.path, group)
+            for chunk in group.column(0).chunks:
                 yield start, chunk
                 start += len(chunk)
 
@@ -443,10 +431,6 @@ class _ParquetColumns(Mapping):
                     out[start:start + len(chunk)] = chunk.to_numpy()
                 self._cache[name] = out
         return self._cache[name]
-
-    @property
-    def loaded(self) -> set[str]:
-        return set(self._cache)
 
     def _constant(self, name: str) -> int | None:
         """The column's one value, when every row group's statistics say min = max = it."""

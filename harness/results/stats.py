@@ -52,6 +52,11 @@ def weighted_rank(cumulative: np.ndarray, p: float) -> int:
     return min(len(cumulative) - 1, int(np.searchsorted(cumulative, p / 100 * cumulative[-1], side="right")))
 
 
+def is_sorted(values: np.ndarray) -> bool:
+    """Ascending already (one pass, no copy of the values)."""
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
+
+
 def percentile(sorted_values: np.ndarray, p: float) -> float:
     """The p-th percentile of values already sorted ascending."""
     return float(sorted_values[rank(len(sorted_values), p)])
@@ -68,7 +73,7 @@ def distribution(values: np.ndarray, unit: float = 1.0, percentiles: Sequence[fl
         return _empty(percentiles)
     values = np.asarray(values)
     # Already sorted (a report's latencies are sorted once for its CDF): no second sort.
-    s = values if bool((values[1:] >= values[:-1]).all()) else np.sort(values)
+    s = values if is_sorted(values) else np.sort(values)
     n = len(s)
     out: dict[str, float | None] = {percentile_key(p): float(s[rank(n, p)]) / unit for p in percentiles}
     out.update(mean=float(s.mean()) / unit, min=float(s[0]) / unit, max=float(s[-1]) / unit)
