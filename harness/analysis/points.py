@@ -73,6 +73,7 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         "loadgen_latency_ms": {k: (lg.get("latency_ms") or {}).get(k) for k in ("p50", "p99")},
         "latency_mean_ms": latency_mean,
         "latency_bound_ms": (eff.get("target_latency_ns") or 0) / 1e6 or None,
+        "latency_percentile": eff.get("target_latency_percentile") if scenario == "Server" else None,
         # LoadGen logs no effective TTFT/TPOT bound: the run's own settings are what it used
         "ttft_bound_ms": config.get("ttft_latency_ms") if config.get("use_token_latencies") else None,
         "tpot_bound_ms": config.get("tpot_latency_ms") if config.get("use_token_latencies") else None,
@@ -144,7 +145,7 @@ def verdict(entry: dict[str, Any], attainment: float | None = None) -> tuple[boo
 
 def bound_of_invalid(entry: dict[str, Any]) -> str:
     """The constraint an INVALID run broke, most specific first, in a word or two:
-    saturated, p99 latency (Server) or latency bound, TTFT p99, TPOT p99, early stopping
+    saturated, p99 latency (Server, at its target percentile) or latency bound, TTFT p99, TPOT p99, early stopping
     (too few queries to bound the percentile), too short (min_duration_s/min_query_count)."""
     flags = entry.get("flags") or {}
     if saturated(entry):
@@ -156,7 +157,9 @@ def bound_of_invalid(entry: dict[str, Any]) -> str:
             return "TTFT p99"
         if tpot_bound and (m.get("tpot_p99") or 0) > tpot_bound:
             return "TPOT p99"
-        return "p99 latency" if entry.get("scenario") == "Server" else "latency bound"
+        if entry.get("scenario") != "Server":
+            return "latency bound"
+        return f"p{(entry.get('latency_percentile') or 0.99) * 100:g} latency"
     if flags.get("early_stopping_met") is False:
         return "early stopping"
     if flags.get("min_duration_met") is False or flags.get("min_queries_met") is False:

@@ -79,7 +79,7 @@ def _verdict_cell(p: dict[str, Any], data: dict[str, Any], attainment: float | N
 
 
 #: a bound's name in a table cell, where 80 columns leave a dozen characters for it
-_SHORT = {"early stopping": "early stop", "p99 latency": "p99", "latency bound": "latency", "success rate": "success",
+_SHORT = {"early stopping": "early stop", "latency bound": "latency", "success rate": "success",
           "TTFT p99": "TTFT", "TPOT p99": "TPOT"}
 
 
@@ -87,6 +87,8 @@ def _short(bound: str | None) -> str:
     text = bound or ""
     if text.startswith("SLO "):  # "SLO ttft_ms" -> "ttft SLO"
         return f"{text[4:].removesuffix('_ms')} SLO"
+    if text.endswith(" latency") and text.startswith("p"):  # "p90 latency" -> "p90"
+        return text.removesuffix(" latency")
     return _SHORT.get(text, text)
 
 
