@@ -54,7 +54,9 @@ def _common() -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("sub")
-    perf = runner.run(RunConfig(**_common(), offline_expected_qps=300_000, min_duration_s=0.3), root).run_dir
+    # no offline_expected_qps: any figure is too low on some machine (300,000 ran out of
+    # samples at 718,668/s), so the harness sizes the query from a pilot, as a user's run would
+    perf = runner.run(RunConfig(**_common(), min_duration_s=0.3), root).run_dir
     acc = runner.run(RunConfig(**_common(), mode="AccuracyOnly"), root).run_dir
     return {"perf": perf, "acc": acc, "root": root}
 
@@ -169,7 +171,9 @@ def test_forced_folder_has_the_checkers_layout_and_is_marked(runs, system_yaml, 
     assert text[0] == f"accuracy={acc['value'] * 100:.3f}%, good={acc['correct']}, total={acc['scored_samples']}"
     assert text[1] == f"hash={hashlib.sha256(original).hexdigest()}"
     conf = (scen / "user.conf").read_text()
-    assert "resnet50.Offline.target_qps = 300000" in conf and "resnet50.Offline.min_duration = 300" in conf
+    sized = yaml.safe_load((runs["perf"] / "run.yaml").read_text())["offline_expected_qps"]  # the pilot's
+    assert sized > 1000 and f"resnet50.Offline.target_qps = {sized:.0f}" in conf, (sized, conf)
+    assert "resnet50.Offline.min_duration = 300" in conf
     measurements = json.loads((scen / "measurements.json").read_text())
     for key in ("input_data_types", "retraining", "starting_weights_filename", "weight_data_types",
                 "weight_transformations"):
@@ -224,7 +228,7 @@ def load(run_dir: Path):
 def test_closed_division_compliance_folders_are_written_from_audits(runs, system_yaml, tmp_path):
     """TEST04 from `harness audit`, judged against the submitted run with the official
     script's rule, in the layout the checker reads."""
-    config = RunConfig(**_common(), offline_expected_qps=300_000, min_duration_s=0.3)
+    config = RunConfig(**_common(), min_duration_s=0.3)  # sized from a pilot, as the runs fixture is
     audit = run_audit("TEST04", config, tmp_path / "audits")
     assert audit.conclusive, audit.message
     test01 = run_audit("TEST01", config, tmp_path / "audits")
