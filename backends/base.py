@@ -177,6 +177,13 @@ class Backend:
         """Run one batch. May release the GIL. Exceptions fail the batch's samples."""
         raise TypeError(f"backend {self.name!r} does not implement predict()")
 
+    def batches_freely(self) -> bool:
+        """After load: True when a call of any batch size costs no setup that a batch of one
+        does not (no padding to a fixed shape, no recompiling), so that a Server worker may
+        serve whatever is queued in one call by default. False (the default): one sample a
+        call unless the run sets max_batch."""
+        return False
+
     def describe(self) -> BackendDescription:
         """Engine, versions, device, precision and the settings really in effect."""
         return {"backend": self.name}

@@ -90,6 +90,10 @@ class OnnxRuntimeBackend(TensorBackend):
     def predict(self, batch: Batch) -> Outputs:
         return self.session.run(None, dict(batch))
 
+    def batches_freely(self) -> bool:
+        # A fixed leading dimension only runs at that batch; a symbolic one (None) takes any.
+        return all(spec.shape[0] is None for spec in self.inputs() if spec.shape)
+
     def describe(self) -> BackendDescription:
         return {
             "backend": self.name,

@@ -100,5 +100,8 @@ class SyntheticBackend(TensorBackend):
                 pass
         return outputs
 
+    def batches_freely(self) -> bool:
+        return True  # a call costs service_time_ms + per_sample_ms x its samples, whatever the size
+
     def describe(self) -> BackendDescription:
         return {"backend": self.name, "engine": "synthetic", **self.options.model_dump(mode="json")}

@@ -313,7 +313,7 @@ def _dataset_sha256(config: Any, backend_cls: Any, options: Any) -> str:
     from harness.data.datasets import build_tensor_dataset
 
     backend = backend_cls(options)
-    backend.load(LoadContext(config.model, config.max_batch, config.scenario, config.seed, 1))
+    backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, 1))
     try:
         inputs = backend.inputs()
     finally:

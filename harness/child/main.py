@@ -25,7 +25,7 @@ from harness.child.record_writer import RecordWriter
 from harness.config import registry
 from harness.config.host import usable_cores
 from harness.config.loadgen_settings import build_test_settings, merged_conf_text
-from harness.config.run_config import RunConfig, validate_backend_options
+from harness.config.run_config import SERVER_AUTO_BATCH, RunConfig, validate_backend_options
 from harness.errors import EXIT_INTERNAL, BackendError, ConfigError, HarnessError, OutputError
 from harness.results import folder
 
@@ -44,6 +44,15 @@ def resolve_workers(config: RunConfig, host_cores_backend: bool) -> tuple[int, i
         # Latency: one worker whose backend call may use every core.
         workers = 1
     return workers, max(1, cores // workers)
+
+
+def resolve_max_batch(config: RunConfig, batches_freely: bool) -> int:
+    """The run's max_batch, or its default once the backend is loaded (see SERVER_AUTO_BATCH)."""
+    if config.max_batch is not None:
+        return config.max_batch
+    if config.scenario == "Server" and batches_freely:
+        return SERVER_AUTO_BATCH
+    return 1
 
 
 class Progress:
@@ -125,8 +134,11 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     workers, threads = resolve_workers(config, backend_cls.scales_with_host_cores(options))
     backend = backend_cls(options)
     t0 = time.perf_counter()
-    backend.load(LoadContext(config.model, config.max_batch, config.scenario, config.seed, threads))
+    backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, threads))
     load_s = time.perf_counter() - t0
+    # Asked now, not at the end: the backend is closed by then. Only worker threads batch.
+    freely = backend_cls.kind == "tensor" and backend.batches_freely()
+    max_batch = resolve_max_batch(config, freely)
 
     if backend_cls.kind != "tensor":
         from harness.child.stream_setup import build_streaming  # the async (HTTP) and generative path
@@ -192,7 +204,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
             lg.QuerySamplesComplete,
             lg.QuerySampleResponse,
             workers=workers,
-            max_batch=config.max_batch,
+            max_batch=max_batch,
             batch_timeout_ms=config.batch_timeout_ms,
             return_outputs=return_outputs,
             coalesce_us=config.completion_coalesce_us,
@@ -247,6 +259,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         "workers": workers,
         "threads_per_worker": threads,
         "issue_inline": inline,
+        "max_batch": max_batch,
+        "batches_freely": freely,
         "records_written": records.written,
         # The child's high-water memory (LoadGen, backend, records), for the scale benchmark
         # and for users sizing a long run; ru_maxrss is in KiB on Linux.

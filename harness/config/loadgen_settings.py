@@ -114,6 +114,28 @@ def merged_conf_text(config: RunConfig) -> str | None:
     return "\n".join(parts) if parts else None
 
 
+def coalescing_default(config: RunConfig) -> bool | None:
+    """The harness's server_coalesce_queries when the run leaves it unset: on in Server,
+    unless a conf file sets coalesce_queries (LoadGen's own default is off).
+
+    Why on: LoadGen's issue thread calls into Python once per query and needs the GIL each
+    time; when a worker holds it, queries whose time has come wait, and one call per query
+    cannot catch up (zero service time, 2 cores: valid to ~95k QPS off, ~500k on). With it,
+    the late ones come in one call, each still timed from its scheduled time, so lateness
+    counts in the latency all the same. MLPerf allows it: LoadGen reads coalesce_queries
+    from user.conf (test_settings_internal.cc, outside the mlperf.conf-only keys), the
+    submission checker does not look at it, and published closed-division harnesses set it.
+    """
+    if config.scenario != "Server" or config.server_coalesce_queries is not None:
+        return config.server_coalesce_queries
+    text = merged_conf_text(config) or ""
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0].endswith(".coalesce_queries") and words[0].rsplit(".", 2)[1] in ("Server", "*"):
+            return None  # the conf file decides
+    return True
+
+
 def build_test_settings(lg: Any, config: RunConfig, conf_path: Path | None) -> Any:
     ts = lg.TestSettings()
     if conf_path is not None:

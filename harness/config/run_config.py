@@ -35,6 +35,11 @@ MAX_WORKERS = 1024
 Mode = Literal["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]
 
 
+#: Server's default max_batch for a backend that batches freely: the most samples a worker
+#: takes of those already queued (it never waits for more: batch_timeout_ms is 0), so an
+#: idle system still serves one sample a call and only a backlog is batched.
+SERVER_AUTO_BATCH = 256
+
 class RunConfig(BaseModel):
     """One LoadGen test. Units are in the key names."""
 
@@ -54,7 +59,11 @@ class RunConfig(BaseModel):
 
     # --- the SUT adapter -------------------------------------------------------------
     workers: int | None = Field(None, ge=1, le=MAX_WORKERS, description="worker threads; default 1, or one per core in Offline on a CPU backend (ORT CPU provider, PyTorch cpu)")
-    max_batch: int = Field(1, ge=1, le=1 << 20, description="largest batch handed to the backend")
+    max_batch: int | None = Field(
+        None, ge=1, le=1 << 20,
+        description=f"largest batch handed to the backend; default: in Server, up to {SERVER_AUTO_BATCH} of the samples "
+        "queued when a call starts, for a backend that batches freely (ONNX Runtime with a dynamic batch dimension, synthetic), else 1",
+    )
     batch_timeout_ms: float = Field(
         0.0, ge=0, le=MAX_LATENCY_MS, description="Server/SingleStream: wait up to this long to fill a batch (0: off)"
     )
@@ -96,7 +105,8 @@ class RunConfig(BaseModel):
     server_coalesce_queries: bool | None = Field(
         None,
         description="Server: LoadGen issues every query whose time has passed in one call (each keeps its "
-        "scheduled time); with max_batch > 1 a worker then serves them as one batch",
+        "scheduled time), so a lagging issue thread catches up in one call; default on unless a conf file sets "
+        "coalesce_queries (run.yaml records the value used)",
     )
     server_max_async_queries: int | None = Field(None, ge=0, le=MAX_COUNT)
     server_num_issue_query_threads: int | None = Field(None, ge=0, le=MAX_WORKERS)

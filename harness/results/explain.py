@@ -18,8 +18,10 @@ def _round_sig(x: float) -> float:
     return round(x, max(digits, 0)) if digits > 0 else float(round(x, digits))
 
 
-def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(reasons, fixes) for an INVALID run; both empty for a VALID one."""
+def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any],
+            sut: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
+    """(reasons, fixes) for an INVALID run; both empty for a VALID one. `sut`: child.json's
+    SUT facts (max_batch, batches_freely), for the settings that would raise capacity."""
     reasons: list[str] = []
     fixes: list[str] = []
     if lg.get("result_validity") != "INVALID":
@@ -82,6 +84,7 @@ def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any]) -> tuple[li
         )
         if offered and completed < 0.95 * offered:
             reasons.append(f"the SUT completed only {completed:,.0f} samples/s of the {offered:,.0f} offered: it is saturated")
+            fixes += _capacity_settings(ours, sut or {})
             fixes.append(f"lower target_qps to ≈ {_round_sig(completed * 0.9):g}")
         else:
             fixes.append(f"lower target_qps to ≈ {_round_sig(target_qps * 0.8):g}, or raise target_latency_ms")
@@ -108,6 +111,19 @@ def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any]) -> tuple[li
         why = lg.get("result_invalid_reason") or "LoadGen gave no reason"
         reasons.append(str(why).strip())
     return reasons, fixes
+
+
+def _capacity_settings(ours: dict[str, Any], sut: dict[str, Any]) -> list[str]:
+    """A saturated Server run that served one sample a call on a backend that takes any
+    batch: max_batch would let a worker serve the backlog in one call. Said with what the
+    run measured, so the user can see the queue was the limit, not the model."""
+    if sut.get("max_batch") != 1 or not sut.get("batches_freely"):
+        return []
+    queued = (ours.get("queue_ms") or {}).get("p50")
+    service = (ours.get("service_ms") or {}).get("p50")
+    measured = f" (here a sample waited {queued:.3g} ms queued, p50, for a {service:.3g} ms call)" if queued and service else ""
+    return [f"unset max_batch (or set it above 1): this backend takes any batch, and one sample a call is what "
+            f"saturated{measured}; Server's default serves what is queued in one call"]
 
 
 def _token_bound(lg: dict[str, Any], eff: dict[str, Any]) -> tuple[str, float, float, str] | None:

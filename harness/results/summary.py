@@ -309,7 +309,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             agreement["issue_delay_ms"] = (n / lg_tput - span_ns / 1e9) * 1e3
 
     validity = lg.get("result_validity")
-    reasons, fixes = explain(scenario, lg, ours)
+    reasons, fixes = explain(scenario, lg, ours, {"max_batch": child.get("max_batch"), "batches_freely": child.get("batches_freely")})
     if ours.get("failed"):
         reasons.append(
             f"{ours['failed']} of {ours['samples']} samples failed ({', '.join(f'{k}: {v}' for k, v in ours['failures_by_reason'].items())}); "
@@ -374,7 +374,9 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "tokens": token_summary(rec, read_token_entries(run_dir), config, child, lg),
         "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,
         "timings_s": {k: child.get(k) for k in ("load_s", "warmup_s", "test_s")},
-        "sut": {k: child.get(k) for k in ("workers", "threads_per_worker", "issue_inline")} | {"max_batch": config.get("max_batch")},
+        # max_batch as the child resolved it (a folder from before the default: run.yaml's)
+        "sut": {k: child.get(k) for k in ("workers", "threads_per_worker", "issue_inline")}
+        | {"max_batch": child.get("max_batch", config.get("max_batch"))},
         "backend": child.get("backend"),
         "dataset": child.get("dataset"),
     }

@@ -26,7 +26,7 @@ from typing import Any
 
 from harness import __version__
 from harness.config import registry
-from harness.config.loadgen_settings import check_conf_file
+from harness.config.loadgen_settings import check_conf_file, coalescing_default
 from harness.config.run_config import RunConfig, validate_backend_options
 from harness.data.hashing import sha256_file
 from harness.data.spec import parse_dataset_spec
@@ -51,7 +51,7 @@ def resolve(config: RunConfig) -> RunConfig:
     """Checks that need no model load, and paths made absolute so run.yaml re-runs anywhere here."""
     backend_cls = registry.get(config.backend)
     validate_backend_options(config, backend_cls.Options)
-    if config.concurrency and backend_cls.kind == "tensor" and config.max_batch > 1:
+    if config.concurrency and backend_cls.kind == "tensor" and (config.max_batch or 1) > 1:
         raise ConfigError(f"concurrency {config.concurrency} keeps that many single requests in flight; "
                           f"max_batch {config.max_batch} would batch them: drop max_batch")
     updates: dict[str, Any] = {}
@@ -63,6 +63,9 @@ def resolve(config: RunConfig) -> RunConfig:
             raise OutputError(f"{key}: file {value} does not exist")
         if value and key != "model":
             check_conf_file(key, Path(value))
+    coalesce = coalescing_default(config.model_copy(update=updates))
+    if coalesce != config.server_coalesce_queries:
+        updates["server_coalesce_queries"] = coalesce  # recorded in run.yaml as the value used
     dataset = parse_dataset_spec(config.dataset)
     if dataset.path is not None:
         # Written out explicitly with an absolute path (npy:/abs/dir, jsonl:/abs/p.jsonl).

@@ -45,7 +45,7 @@ def _run(spec: SweepSpec, root: Path) -> Path:
 
 
 def _capacity(service_ms: float, root: Path) -> Path:
-    base = RunConfig(backend="synthetic", scenario="Server", backend_options={"service_time_ms": service_ms},
+    base = RunConfig(backend="synthetic", scenario="Server", backend_options={"service_time_ms": service_ms}, max_batch=1,
                      target_latency_ms=10 * service_ms, target_latency_percentile=PERCENTILE,
                      min_duration_s=0.5, min_query_count=300)
     # another process on a shared machine only ever slows a try: a rate fails only when
@@ -61,7 +61,7 @@ def _capacity(service_ms: float, root: Path) -> Path:
 
 
 def _sweep(service_ms: float, rates: tuple[str, ...], root: Path) -> Path:
-    base = RunConfig(backend="synthetic", scenario="Server", backend_options={"service_time_ms": service_ms},
+    base = RunConfig(backend="synthetic", scenario="Server", backend_options={"service_time_ms": service_ms}, max_batch=1,
                      target_latency_ms=50, target_latency_percentile=PERCENTILE, min_duration_s=0.5, min_query_count=150)
     return _run(SweepSpec("sweep", base, [Axis("target_qps", rates)]), root)
 

@@ -40,7 +40,7 @@ def test_fit_is_least_squares():
 
 
 def test_queue_share_rises_with_target_qps_and_the_point_past_capacity_is_saturated(tmp_path: Path):
-    base = RunConfig(backend="synthetic", scenario="Server", backend_options={"service_time_ms": SERVICE_MS},
+    base = RunConfig(backend="synthetic", scenario="Server", backend_options={"service_time_ms": SERVICE_MS}, max_batch=1,
                      target_latency_ms=20, min_duration_s=0.5, min_query_count=50)
     data = sweep(tmp_path, base, "target_qps", ("100", "300", "700"))
     findings = diagnose(data)

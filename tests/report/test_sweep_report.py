@@ -27,7 +27,7 @@ from harness.report.sweep_view import render_sweep
 from harness.run.sweep import Axis, SweepSpec, new_sweep, run_sweep
 from tests.support.http_servers import ServerThread, Timing, openai_app
 
-SERVER = dict(backend="synthetic", scenario="Server", backend_options={"service_time_ms": 2.0},
+SERVER = dict(backend="synthetic", scenario="Server", backend_options={"service_time_ms": 2.0}, max_batch=1,
               target_latency_ms=20, min_duration_s=0.5, min_query_count=50)
 
 

@@ -63,6 +63,7 @@ def test_saturated_server_shows_queue_dominating_and_rate_shortfall(tmp_path):
             scenario="Server",
             backend_options={"service_time_ms": 5.0},
             workers=1,
+            max_batch=1,  # one sample a call: 400/s against 5 ms saturates
             target_qps=400,
             min_duration_s=1.0,
             min_query_count=100,
