@@ -1,29 +1,29 @@
 """Harness overhead and fidelity, each figure beside its baseline, measured in one run.
 
-    python benchmarks/bench_core.py [--quick]
+    python benchmarks/bench_core.py [--quick] [--rounds N] [--server-only]
 
+Every figure is measured in N rounds (default 5), the two sides of a row next to each other
+in every round, so a burst of the machine falls on both; each row prints the medians, the
+median of the rounds' own ratios and the range of those ratios.
 1. Server: highest VALID target_qps, raw LoadGen + inline null SUT vs harness + synthetic
-   backend at zero service time (goal: harness >= 50 % of raw). Each side is searched
-   with LoadGen's defaults and with server_coalesce_queries (LoadGen issues the queries
-   whose time has passed in one call; each keeps its scheduled time, so lateness still
-   counts); the harness's second search also lets a worker take whatever is queued
-   (max_batch 256, no wait). The goal compares the best of each side. Beside them, the
-   same search for the least SUT whose issue callback only enqueues (a deque and one
-   completing thread, no harness code): what that design alone costs on this machine.
+   backend at zero service time. Goals: the harness's defaults >= 50 % of raw LoadGen's
+   defaults, and of the best raw (server_coalesce_queries: LoadGen issues the queries whose
+   time has passed in one call; each keeps its scheduled time, so lateness still counts).
+   Beside them: the harness as its defaults were before they batched a backlog
+   (coalescing off, max_batch 1), and the least SUT whose issue callback only enqueues (a
+   deque and one completing thread, no harness code): what that design alone costs here.
    Every side is searched by harness.run.capacity's bracket-and-bisect (to 5 %, a rate
    failing only when both of two tries fail), and the searches advance together, one try
-   of each in turn, so a burst of the machine falls on every side alike instead of on
-   whichever ran during it (a ladder walked side after side gave ratios of 0.125 and 2.6
-   on two consecutive runs).
-2. Offline: samples/s, raw vs harness at zero service time (goal >= 50 %), alternated for
-   3 rounds, medians compared.
+   of each in turn (a ladder walked side after side gave ratios of 0.125 and 2.6 on two
+   consecutive runs).
+2. Offline: samples/s, raw vs harness at zero service time (goal >= 50 %).
 3. ONNX Runtime Offline: harness vs a plain onnxruntime loop over the same model, batch
-   and threads (goal >= 95 %), alternated for 5 rounds, medians compared. The harness runs
-   its default shape (one single-threaded worker per core); beside it, for context, the
-   loop's own shape (one worker, all threads), which leaves no core for the worker's Python.
+   and threads (goal >= 95 %). The harness runs its default shape (one single-threaded
+   worker per core); beside it, for context, the loop's own shape (one worker, all
+   threads), which leaves no core for the worker's Python.
 4. Fidelity: synthetic backend with a fixed 5 ms service time, SingleStream p50 (goal
-   within 3 % of 5 ms). Beside it, the floor: raw LoadGen whose issue callback waits the
-   5 ms the same way (sleep, spin the last 0.3 ms) and completes.
+   within 3 % of 5 ms), and its excess over the floor: raw LoadGen whose issue callback
+   waits the 5 ms the same way (sleep, spin the last 0.3 ms) and completes.
 Machines are noisy: only ratios within this one run mean anything.
 """
 
@@ -135,24 +135,34 @@ def plain_ort_loop(model: Path, batch: int, threads: int, seconds: float) -> flo
     return n / (time.perf_counter() - t0)
 
 
+def spread(values: list[float]) -> str:
+    return f"{min(values):,.3g}-{max(values):,.3g}" if len(values) > 1 else ""
+
+
 def print_rows(rows: list[tuple]) -> None:
-    print(f"{'figure':62s} {'baseline':>14s} {'harness':>14s} {'ratio':>7s} {'goal':>6s}")
-    for name, base, ours_v, goal in rows:
-        ratio = ours_v / base if base else float("nan")
-        if goal is None:  # context for the row above, no goal of its own
-            print(f"{name:62s} {base:>14,.0f} {ours_v:>14,.0f} {ratio:>7.3f}")
-            continue
-        flag = "ok" if ratio >= goal else "BELOW"
-        print(f"{name:62s} {base:>14,.0f} {ours_v:>14,.0f} {ratio:>7.3f} {'>=' + str(goal):>6s} {flag}")
+    """Each row: (name, baseline per round, harness per round, goal or None). Baseline and
+    harness are medians over the rounds; the ratio is the median of the rounds' own ratios
+    (each round's two sides ran next to each other), its range beside it."""
+    print(f"{'figure':56s} {'baseline':>10s} {'harness':>10s} {'ratio':>6s} {'rounds':>11s} {'goal':>7s}")
+    for name, base, ours, goal in rows:
+        ratios = [b and o / b for b, o in zip(base, ours)]
+        ratio = statistics.median(ratios)
+        line = (f"{name:56s} {statistics.median(base):>10,.0f} {statistics.median(ours):>10,.0f} "
+                f"{ratio:>6.3f} {spread(ratios):>11s}")
+        if goal is not None:  # None: context for the row above, no goal of its own
+            line += f" {'>=' + str(goal):>7s} {'ok' if ratio >= goal else 'BELOW'}"
+        print(line)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="shorter runs (noisier)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of every figure (default 5)")
     ap.add_argument("--server-only", action="store_true", help="the Server searches alone")
     args = ap.parse_args()
     dur = 1.0 if args.quick else 2.0
     os.environ["BENCH_MIN_DURATION_S"] = str(dur)
+    rounds = range(args.rounds)
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -170,48 +180,52 @@ def main() -> None:
                 return s["validity"]["result"], s["loadgen"]["latency_ms"]["p99"]
             return one
 
-        found = capacities({
+        sides = {
             "raw": raw_server("inline"), "raw_co": raw_server("inline", coalesce=True), "queue": raw_server("queue"),
-            "ours": our_server(), "ours_co": our_server(server_coalesce_queries=True, max_batch=256),
-        })
-        (raw_def, raw_def_p99), (raw_co, raw_co_p99) = found["raw"], found["raw_co"]
-        queue_peak = found["queue"][0]
-        (our_def, our_def_p99), (our_co, our_co_p99) = found["ours"], found["ours_co"]
-        raw_peak, raw_p99 = max((raw_def, raw_def_p99), (raw_co, raw_co_p99))
-        our_peak, our_p99 = max((our_def, our_def_p99), (our_co, our_co_p99))
-        rows.append(("Server peak VALID QPS (10 ms p99 bound), best of each", raw_peak, our_peak, 0.5))
-        rows.append(("  raw: LoadGen defaults | server_coalesce_queries", raw_def, raw_co, None))
-        rows.append(("  harness: defaults | coalescing + max_batch 256", our_def, our_co, None))
-        rows.append(("  minimal enqueue + thread SUT (no harness) vs raw defaults", raw_def, queue_peak, None))
-        rows.append(("  harness defaults vs that minimal SUT", queue_peak, our_def, None))
+            # the harness's defaults, and the harness with LoadGen's default (off) and one sample a call: the
+            # defaults before they batched a backlog
+            "ours": our_server(), "ours_1": our_server(server_coalesce_queries=False, max_batch=1),
+        }
+        peak: dict[str, list[float]] = {name: [] for name in sides}
+        p99: dict[str, list[float]] = {name: [] for name in sides}
+        for _ in rounds:
+            for name, (qps, lat) in capacities(sides).items():
+                peak[name].append(qps)
+                p99[name].append(lat)
+        best_raw = [max(a, b) for a, b in zip(peak["raw"], peak["raw_co"])]
+        rows.append(("Server peak VALID QPS (10 ms p99), LoadGen defaults both", peak["raw"], peak["ours"], 0.5))
+        rows.append(("Server peak VALID QPS, best of each", best_raw, peak["ours"], 0.5))
+        rows.append(("  raw: LoadGen defaults | server_coalesce_queries", peak["raw"], peak["raw_co"], None))
+        rows.append(("  harness: coalescing off, max_batch 1 | defaults", peak["ours_1"], peak["ours"], None))
+        rows.append(("  minimal enqueue + thread SUT (no harness) vs raw", peak["raw"], peak["queue"], None))
+        rows.append(("  harness defaults vs that minimal SUT", peak["queue"], peak["ours"], None))
+        p99_note = (f"(Server p99 at the capacity, medians: raw {statistics.median(p99['raw']):.3f} | "
+                    f"{statistics.median(p99['raw_co']):.3f} ms, harness {statistics.median(p99['ours']):.3f} ms)")
         if args.server_only:
             print_rows(rows)
-            print(f"(Server p99 at the capacity: raw {raw_def_p99:.3f} | {raw_co_p99:.3f} ms, "
-                  f"harness {our_def_p99:.3f} | {our_co_p99:.3f} ms)")
+            print(p99_note)
             return
 
-        # Alternated for 3 rounds, medians compared: raw alone spread 320-590k samples/s
+        # Alternated round by round, medians compared: raw alone spread 320-590k samples/s
         # from one run to the next on this VM.
         raw_offs, our_offs = [], []
-        for _ in range(3):
+        for _ in rounds:
             raw_offs.append(raw("Offline", 2_000_000, tmp)["throughput"])
             ours = harness(tmp, backend="synthetic", scenario="Offline", offline_expected_qps=2_000_000,
                            min_duration_s=dur, max_batch=256)
             our_offs.append(ours["loadgen"]["throughput_per_s"])
-        rows.append(("Offline samples/s, zero service time (median of 3)", statistics.median(raw_offs),
-                     statistics.median(our_offs), 0.5))
-        off_rounds = "; ".join(f"{a:,.0f} / {b:,.0f}" for a, b in zip(raw_offs, our_offs))
+        rows.append(("Offline samples/s, zero service time", raw_offs, our_offs, 0.5))
 
         model = tmp / "heavy.onnx"
         heavy_mlp(model)
         threads = os.cpu_count() or 1
         batch = 32
-        # Alternate the plain loop and both harness shapes for 5 rounds and compare medians:
-        # on a shared VM one window apart from another swung this ratio 0.7-1.2.
-        # The harness's default shape (one single-threaded worker per core) and the
-        # loop's own shape (one worker, all threads), both against the same plain loop.
+        # Alternate the plain loop and both harness shapes round by round and compare: on a
+        # shared VM one window apart from another swung this ratio 0.7-1.2. The harness's
+        # default shape (one single-threaded worker per core) and the loop's own shape (one
+        # worker, all threads), both against the same plain loop.
         loops, ours_r, same_r = [], [], []
-        for _ in range(5):
+        for _ in rounds:
             loops.append(plain_ort_loop(model, batch, threads, 3.0))
             ours = harness(tmp, backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
                            offline_expected_qps=1.5 * loops[-1], min_duration_s=3.0)
@@ -220,29 +234,31 @@ def main() -> None:
                            workers=1, offline_expected_qps=1.5 * loops[-1], min_duration_s=3.0,
                            backend_options={"intra_op_threads": threads})
             same_r.append(same["loadgen"]["throughput_per_s"])
-        loop = statistics.median(loops)
-        rows.append((f"ORT Offline samples/s (MLP 512-1024-1024-10, batch {batch}, {threads} threads)",
-                     loop, statistics.median(ours_r), 0.95))
+        rows.append((f"ORT Offline samples/s (MLP 512-1024-1024-10, b{batch}, {threads} thr)", loops, ours_r, 0.95))
         # Context, no goal: with every core inside ORT, the worker's per-call Python (~110 us
         # a 1 ms call on this VM: take, gather, responses, completion) runs while ORT's
         # threads wait, which is why Offline defaults to one single-threaded worker per core.
-        rows.append(("  same, forced to 1 worker x all threads", loop, statistics.median(same_r), None))
-        ort_rounds = "; ".join(f"{a:,.0f} / {b:,.0f} / {c:,.0f}" for a, b, c in zip(loops, ours_r, same_r))
+        rows.append(("  same, forced to 1 worker x all threads", loops, same_r, None))
 
-        fid = harness(tmp, backend="synthetic", scenario="SingleStream", backend_options={"service_time_ms": 5.0},
-                      single_stream_expected_latency_ms=5, min_duration_s=dur * 2, min_query_count=100)
-        p50 = fid["loadgen"]["latency_ms"]["p50"]
         # The floor on this machine: LoadGen with a bare inline callback that waits the same way.
-        raw_p50 = raw("SingleStream", 5.0, tmp, BENCH_MIN_DURATION_S=str(dur * 2))["p50_ms"]
+        p50s, floors = [], []
+        for _ in rounds:
+            fid = harness(tmp, backend="synthetic", scenario="SingleStream", backend_options={"service_time_ms": 5.0},
+                          single_stream_expected_latency_ms=5, min_duration_s=dur * 2, min_query_count=100)
+            p50s.append(fid["loadgen"]["latency_ms"]["p50"])
+            floors.append(raw("SingleStream", 5.0, tmp, BENCH_MIN_DURATION_S=str(dur * 2))["p50_ms"])
 
     print_rows(rows)
+    p50 = statistics.median(p50s)
     err = abs(p50 - 5.0) / 5.0
-    print(f"{'SingleStream p50 at a fixed 5 ms service time (ms)':62s} {5.0:>14.3f} {p50:>14.3f} {p50 / 5:>7.3f} {'±3%':>6s} "
-          f"{'ok' if err <= 0.03 else 'OUTSIDE'}")
-    print(f"(SingleStream floor: raw LoadGen + an inline callback waiting 5 ms the same way: p50 {raw_p50:.3f} ms)")
-    print(f"(Server p99 at the capacity: raw {raw_p99:.3f} ms, harness {our_p99:.3f} ms)")
-    print(f"(Offline rounds, samples/s, raw / harness: {off_rounds}; medians above)")
-    print(f"(ORT rounds, samples/s, loop / harness / forced: {ort_rounds}; medians above)")
+    print(f"{'SingleStream p50 (ms), fixed 5 ms service time':56s} {5.0:>10.3f} {p50:>10.3f} {p50 / 5:>6.3f} "
+          f"{spread([v / 5 for v in p50s]):>11s} {'±3%':>7s} {'ok' if err <= 0.03 else 'OUTSIDE'}")
+    excess = [(a - b) * 1e3 for a, b in zip(p50s, floors)]
+    print(f"{'  excess over the floor (us): raw LoadGen, inline 5 ms wait':56s} {statistics.median(floors):>10.3f} "
+          f"{statistics.median(excess):>10.1f} {'':>6s} {spread(excess):>11s}")
+    print(p99_note)
+    print("(rounds: " + "; ".join(f"{name}: " + " / ".join(f"{v:,.0f}" for v in vals) for name, vals in
+          (("ORT loop", loops), ("ORT harness", ours_r), ("Offline raw", raw_offs), ("Offline harness", our_offs))) + ")")
 
 
 if __name__ == "__main__":
