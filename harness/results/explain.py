@@ -121,9 +121,13 @@ def _capacity_settings(ours: dict[str, Any], sut: dict[str, Any]) -> list[str]:
         return []
     queued = (ours.get("queue_ms") or {}).get("p50")
     service = (ours.get("service_ms") or {}).get("p50")
-    measured = f" (here a sample waited {queued:.3g} ms queued, p50, for a {service:.3g} ms call)" if queued and service else ""
-    return [f"unset max_batch (or set it above 1): this backend takes any batch, and one sample a call is what "
-            f"saturated{measured}; Server's default serves what is queued in one call"]
+    measured = f" (p50: {_ms(queued)} ms queued for a {_ms(service)} ms call)" if queued and service else ""
+    return [f"unset max_batch: this backend takes any batch, and one sample a call saturated{measured}; "
+            "by default Server serves what is queued in one call"]
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
 def _token_bound(lg: dict[str, Any], eff: dict[str, Any]) -> tuple[str, float, float, str] | None:
