@@ -23,13 +23,15 @@ SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json"
 
 
 def server_run_with_failures(root: Path) -> Path:
-    """Server at 300/s on a 2 ms backend, every 25th call failing."""
+    """Server at 300/s on a 2 ms backend, every 25th call failing; one sample a call, so
+    every 25th sample (a backlog would otherwise be batched, and fail a call's worth)."""
     return runner.run(
         RunConfig(
             backend="synthetic",
             scenario="Server",
             backend_options={"service_time_ms": 2.0, "fail_every": 25},
             target_qps=300,
+            max_batch=1,
             min_duration_s=1.0,
             min_query_count=200,
         ),
