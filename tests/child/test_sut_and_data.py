@@ -42,8 +42,8 @@ def test_batching_off_by_default_in_server(run_harness):
 
 
 def test_server_takes_what_is_queued_with_loadgen_coalescing(run_harness):
-    # The throughput recipe: LoadGen coalesces overdue queries, the worker takes whatever
-    # is queued (no wait). A 2 ms call lets ~10 samples queue at 5000 QPS.
+    # Server's defaults, set explicitly: LoadGen coalesces overdue queries, the worker takes
+    # whatever is queued (no wait). A 2 ms call lets ~10 samples queue at 5000 QPS.
     run_dir, s = run_harness(
         backend="synthetic", scenario="Server", target_qps=5000, target_latency_ms=100,
         backend_options={"service_time_ms": 2.0}, max_batch=64, server_coalesce_queries=True,
