@@ -12,7 +12,8 @@ the same binary and inputs whatever else the machine does, so the figures hold o
 machine where a wall-clock ratio swings. `--tree DIR` adds the harness of another checkout
 (e.g. a `git worktree` of an earlier commit) as a column, for before/after comparisons.
 
-Server runs at a target far above what valgrind lets either side sustain, so both issue
+Server runs raw LoadGen twice, with LoadGen's defaults (the ratio's side) and with
+server_coalesce_queries (the harness's Server default), at a target far above what valgrind lets either side sustain, so both issue
 and serve as fast as they can; LoadGen sleeps between scheduled queries, it does not spin.
 The synthetic backend has zero service time and one worker (max_batch 256 in Offline).
 Slow: ~1.5 min a harness run under valgrind on 2 cores.
@@ -59,8 +60,9 @@ def count(side: str, scenario: str, n: int, tree: Path | None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-instr-") as tmp:
         work = Path(tmp)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        if side == "raw":
+        if side in ("raw", "raw-coalesced"):
             env.update(BENCH_MIN_DURATION_S="0", BENCH_MIN_QUERY_COUNT=str(n))
+            env["BENCH_COALESCE"] = "1" if side == "raw-coalesced" else "0"
             value = "1" if scenario == "Offline" else "1000000"
             if scenario == "Server":
                 env["BENCH_TARGET_LATENCY_MS"] = "100000"
@@ -78,11 +80,13 @@ def main() -> None:
     ap.add_argument("--tree", action="append", type=Path, default=[], help="another checkout's harness, as a column")
     args = ap.parse_args()
     n1, n2 = (int(c) for c in args.counts.split(","))
-    sides = [("raw", None), ("harness", None), *((f"harness@{t.name}", t.resolve()) for t in args.tree)]
+    base_sides = [("raw", None), ("harness", None), *((f"harness@{t.name}", t.resolve()) for t in args.tree)]
     print(f"instructions per sample, slope between {n1:,} and {n2:,} samples (callgrind, all processes)")
-    header = f"{'scenario':<10}" + "".join(f"{name:>18}" for name, _ in sides) + f"{'harness/raw':>13}" + "   goal"
-    print(header)
     for scenario in args.scenarios.split(","):
+        # Server: raw LoadGen both ways, since the harness's Server coalesces by default
+        # (raw: LoadGen defaults, the goal's side; raw-coalesced: server_coalesce_queries)
+        sides = [*base_sides[:1], *([("raw-coalesced", None)] if scenario == "Server" else []), *base_sides[1:]]
+        print(f"{'scenario':<10}" + "".join(f"{name:>18}" for name, _ in sides) + f"{'harness/raw':>13}" + "   goal")
         slopes = {}
         # Interleaved by count, so a slow stretch of the machine cannot favour a side:
         # not that it would move a count, but the whole run finishes sooner this way.
