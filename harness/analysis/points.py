@@ -145,8 +145,9 @@ def verdict(entry: dict[str, Any], attainment: float | None = None) -> tuple[boo
 
 def bound_of_invalid(entry: dict[str, Any]) -> str:
     """The constraint an INVALID run broke, most specific first, in a word or two:
-    saturated, p99 latency (Server, at its target percentile) or latency bound, TTFT p99, TPOT p99, early stopping
-    (too few queries to bound the percentile), too short (min_duration_s/min_query_count)."""
+    saturated, p99 latency (Server; p90 latency at a 0.9 target percentile) or latency
+    bound, TTFT p99, TPOT p99, early stopping (too few queries to bound the percentile),
+    too short (min_duration_s/min_query_count)."""
     flags = entry.get("flags") or {}
     if saturated(entry):
         return "saturated"

@@ -134,6 +134,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     workers, threads = resolve_workers(config, backend_cls.scales_with_host_cores(options))
     backend = backend_cls(options)
     t0 = time.perf_counter()
+    # Unset, max_batch is 1 at load: a backend that takes more by default batches freely,
+    # so it sizes nothing by it, and only the loaded backend can say that (ORT: its inputs).
     backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, threads))
     load_s = time.perf_counter() - t0
     # Asked now, not at the end: the backend is closed by then. Only worker threads batch.

@@ -40,6 +40,7 @@ Mode = Literal["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "Submis
 #: idle system still serves one sample a call and only a backlog is batched.
 SERVER_AUTO_BATCH = 256
 
+
 class RunConfig(BaseModel):
     """One LoadGen test. Units are in the key names."""
 

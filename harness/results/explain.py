@@ -19,9 +19,9 @@ def _round_sig(x: float) -> float:
 
 
 def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any],
-            sut: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
-    """(reasons, fixes) for an INVALID run; both empty for a VALID one. `sut`: child.json's
-    SUT facts (max_batch, batches_freely), for the settings that would raise capacity."""
+            child: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
+    """(reasons, fixes) for an INVALID run; both empty for a VALID one. `child`: child.json,
+    whose max_batch and batches_freely say which settings would raise capacity."""
     reasons: list[str] = []
     fixes: list[str] = []
     if lg.get("result_validity") != "INVALID":
@@ -84,7 +84,7 @@ def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any],
         )
         if offered and completed < 0.95 * offered:
             reasons.append(f"the SUT completed only {completed:,.0f} samples/s of the {offered:,.0f} offered: it is saturated")
-            fixes += _capacity_settings(ours, sut or {})
+            fixes += _capacity_settings(ours, child or {})
             fixes.append(f"lower target_qps to ≈ {_round_sig(completed * 0.9):g}")
         else:
             fixes.append(f"lower target_qps to ≈ {_round_sig(target_qps * 0.8):g}, or raise target_latency_ms")
@@ -113,11 +113,11 @@ def explain(scenario: str, lg: dict[str, Any], ours: dict[str, Any],
     return reasons, fixes
 
 
-def _capacity_settings(ours: dict[str, Any], sut: dict[str, Any]) -> list[str]:
+def _capacity_settings(ours: dict[str, Any], child: dict[str, Any]) -> list[str]:
     """A saturated Server run that served one sample a call on a backend that takes any
     batch: max_batch would let a worker serve the backlog in one call. Said with what the
     run measured, so the user can see the queue was the limit, not the model."""
-    if sut.get("max_batch") != 1 or not sut.get("batches_freely"):
+    if child.get("max_batch") != 1 or not child.get("batches_freely"):
         return []
     queued = (ours.get("queue_ms") or {}).get("p50")
     service = (ours.get("service_ms") or {}).get("p50")

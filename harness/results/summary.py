@@ -309,7 +309,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             agreement["issue_delay_ms"] = (n / lg_tput - span_ns / 1e9) * 1e3
 
     validity = lg.get("result_validity")
-    reasons, fixes = explain(scenario, lg, ours, {"max_batch": child.get("max_batch"), "batches_freely": child.get("batches_freely")})
+    reasons, fixes = explain(scenario, lg, ours, child)
     if ours.get("failed"):
         reasons.append(
             f"{ours['failed']} of {ours['samples']} samples failed ({', '.join(f'{k}: {v}' for k, v in ours['failures_by_reason'].items())}); "

@@ -7,13 +7,12 @@ caps the rate at 1 / service time (an M/D/1 server), batching what is queued doe
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from harness.config.run_config import SERVER_AUTO_BATCH, RunConfig
 from harness.results import folder
+from harness.results.loadgen_log import read_detail
 from harness.results.records import read_records
 from harness.run import runner
 
@@ -26,13 +25,6 @@ def _call_sizes(run_dir) -> np.ndarray:
     return counts
 
 
-def _requested(run_dir, key: str):
-    for line in (run_dir / "mlperf_log_detail.txt").read_text().splitlines():
-        if line.startswith(":::MLLOG") and f'"key": "{key}"' in line:
-            return json.loads(line[len(":::MLLOG "):])["value"]
-    raise AssertionError(f"{key} not in LoadGen's detail log")
-
-
 def test_a_backlog_is_batched_by_default_where_one_sample_a_call_saturates(run_harness):
     common = dict(backend="synthetic", scenario="Server", backend_options={"service_time_ms": SERVICE_MS},
                   target_qps=1500, target_latency_ms=50, min_duration_s=2.0, min_query_count=2000)
@@ -43,7 +35,7 @@ def test_a_backlog_is_batched_by_default_where_one_sample_a_call_saturates(run_h
     assert sizes.max() > 1 and sizes.max() <= SERVER_AUTO_BATCH
     assert sizes.sum() / len(sizes) > 2, f"mean batch {sizes.sum() / len(sizes):.2f}"
     assert s["sut"]["max_batch"] == SERVER_AUTO_BATCH
-    assert _requested(run_dir, "requested_server_coalesce_queries") is True
+    assert read_detail(run_dir)[0]["requested_server_coalesce_queries"] is True
     assert folder.read_run_config(run_dir)["server_coalesce_queries"] is True  # run.yaml: the value used
 
     # The same arrivals one sample a call: 3x what an M/D/1 server of 2 ms can serve.
