@@ -8,6 +8,7 @@ other exception is a bug of the tool, never a verdict, and exits EXIT_INTERNAL w
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import traceback
 from collections.abc import Callable
@@ -91,7 +92,31 @@ _CONFIG_OPTIONS = [
     click.option("--no-mlperf-conf", "no_mlperf_conf", is_flag=True,
                   help="do not load LoadGen's compiled-in mlperf.conf (on by default with --benchmark)"),
     click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="any run or backend setting"),
+    click.option("--telemetry", "telemetry", multiple=True, metavar="SOURCE",
+                  help="sample beside the test: server=URL (a Prometheus /metrics endpoint; repeatable), host "
+                  "(CPU, memory), gpu (NVML) (docs/telemetry.md)"),
+    click.option("--telemetry-optional", "telemetry_optional", is_flag=True,
+                  help="an endpoint that does not answer before the test is a warning, not an error"),
 ]
+
+
+def telemetry_overrides(sources: tuple[str, ...], optional: bool) -> list[str]:
+    """`--telemetry` flags as the `--set telemetry.*` settings they stand for."""
+    servers: list[str] = []
+    out: list[str] = []
+    for source in sources:
+        kind, eq, url = source.partition("=")
+        if kind == "server" and eq and url:
+            servers.append(url)
+        elif kind in ("host", "gpu") and not eq:
+            out.append(f"telemetry.{kind}=true")
+        else:
+            raise click.BadParameter(f"{source!r}: expected server=URL, host or gpu", param_hint="--telemetry")
+    if servers:
+        out.append("telemetry.server=" + json.dumps(servers))
+    if optional:
+        out.append("telemetry.optional=true")
+    return out
 
 
 def build_run_config(
@@ -105,6 +130,8 @@ def build_run_config(
 
     if weights is not None:
         overrides = (*overrides, f"weights={weights.resolve()}")
+    overrides = (*telemetry_overrides(cli_values.pop("telemetry", ()) or (), cli_values.pop("telemetry_optional", False)),
+                 *overrides)
     cli_values.update(mlperf_conf=str(mlperf_conf) if mlperf_conf else None, user_conf=str(user_conf) if user_conf else None)
     if cli_values.pop("no_mlperf_conf", False):
         cli_values["official_conf"] = False

@@ -59,6 +59,8 @@ def run(
     benchmark: str | None,
     no_mlperf_conf: bool,
     overrides: tuple[str, ...],
+    telemetry: tuple[str, ...],
+    telemetry_optional: bool,
     output_dir: Path,
     as_json: bool,
     cost_file: Path | None,
@@ -71,7 +73,8 @@ def run(
     sheet = load_sheet(cost_file) if cost_file else None
     config = build_run_config(config_file, overrides, weights, mlperf_conf, user_conf, scenario=scenario, mode=mode,
                               backend=backend, model=model, dataset=dataset, name=name, benchmark=benchmark,
-                              no_mlperf_conf=no_mlperf_conf)
+                              no_mlperf_conf=no_mlperf_conf, telemetry=telemetry,
+                              telemetry_optional=telemetry_optional)
     if config is None:
         from harness.run.demo import demo_configs
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import BaseModel
+
 from harness.config.loadgen_settings import _DIRECT
 from harness.config.run_config import RunConfig
 
@@ -48,6 +50,13 @@ def _type(annotation: object) -> str:
 def reference_markdown() -> str:
     rows = []
     for name, field in RunConfig.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            # a section (telemetry): one row per key, as `--set section.key=V` reaches it
+            rows.append(f"| `{name}` | section | | | {field.description or ''} |")
+            for sub, subfield in field.annotation.model_fields.items():
+                default = subfield.default if subfield.default_factory is None else subfield.default_factory()
+                rows.append(f"| `{name}.{sub}` | {_type(subfield.annotation)} | `{default!r}` | | {subfield.description or ''} |")
+            continue
         default = field.default if field.default_factory is None else field.default_factory()
         lg_field = _DIRECT.get(name, ("", None))[0]
         rows.append(

@@ -41,6 +41,44 @@ Mode = Literal["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "Submis
 SERVER_AUTO_BATCH = 256
 
 
+class Telemetry(BaseModel):
+    """What the parent samples beside the test (docs/telemetry.md), never on its request path."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    server: list[str] = Field(
+        default_factory=list, description="Prometheus text endpoints to scrape, e.g. http://127.0.0.1:8000/metrics"
+    )
+    host: bool = Field(False, description="CPU and memory of the test process, its threads and the machine (psutil)")
+    gpu: bool = Field(False, description="NVIDIA GPUs through NVML: utilisation, memory, power, energy")
+    interval_s: float = Field(1.0, ge=0.05, le=60, description="seconds between samples")
+    optional: bool = Field(False, description="an endpoint that does not answer before the test is a warning, not an error")
+    series: list[str] = Field(
+        default_factory=list, description="more server series to summarise, by name, beside the known servers' ones"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_url(cls, data: Any) -> Any:
+        # `--set telemetry.server=URL` gives one string; a YAML list gives several.
+        if isinstance(data, dict):
+            for key in ("server", "series"):
+                if isinstance(data.get(key), str):
+                    data = {**data, key: [data[key]]}
+        return data
+
+    @model_validator(mode="after")
+    def _urls(self) -> Telemetry:
+        for url in self.server:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"telemetry server {url!r}: expected an http:// or https:// URL of a /metrics endpoint")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.server or self.host or self.gpu)
+
+
 class RunConfig(BaseModel):
     """One LoadGen test. Units are in the key names."""
 
@@ -144,6 +182,9 @@ class RunConfig(BaseModel):
     )
 
     cost: dict[str, Any] | None = Field(None, description="price sheet, see docs/cost.md")
+    telemetry: Telemetry = Field(
+        default_factory=Telemetry, description="server metrics, host and GPU samples taken beside the test (docs/telemetry.md)"
+    )
     slo: dict[str, float] | None = Field(
         None, description="per-request targets for goodput: ttft_ms, tpot_ms, e2e_ms (see docs/llm.md)"
     )
