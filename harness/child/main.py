@@ -14,6 +14,7 @@ import math
 import os
 import resource
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -242,6 +243,10 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     gc.collect()
     gc.freeze()
     sut.start()
+    # The harness's threads by OS id, so host telemetry can name the one that was busy;
+    # the main thread is the one LoadGen issues from (its own threads are unnamed here).
+    named_threads = {str(t.native_id): ("LoadGen issue (main)" if t is threading.main_thread() else t.name)
+                     for t in threading.enumerate() if t.native_id is not None}
     t0 = time.perf_counter()
     try:
         lg.StartTestWithLogSettings(lg_sut, qsl, settings, log_settings, str(run_dir / folder.AUDIT_CONFIG))
@@ -264,6 +269,9 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         "max_batch": max_batch,
         "batches_freely": freely,
         "records_written": records.written,
+        "threads": named_threads,
+        # the event loop's lateness (HTTP and generative backends): is the client keeping up?
+        "loop_lag_ms": sut.loop_lag_ms() if hasattr(sut, "loop_lag_ms") else None,
         # The child's high-water memory (LoadGen, backend, records), for the scale benchmark
         # and for users sizing a long run; ru_maxrss is in KiB on Linux.
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -57,6 +57,10 @@ if TYPE_CHECKING:
 _now = time.perf_counter_ns
 
 
+#: how often the event loop's lag probe fires: 20 wake-ups a second cost the loop ~0.01 %
+LAG_PERIOD_S = 0.05
+
+
 class StreamingSUT:
     def __init__(
         self,
@@ -104,6 +108,8 @@ class StreamingSUT:
         #: the backend's redaction of a request's whole text (its secrets, echoed by a
         #: server, never reach tokens.jsonl or LoadGen's log); None: nothing to hide
         self._redact: Callable[[str], str] | None = backend.redact_text
+        self._probing = True
+        self.loop_lags: list[float] = []  # seconds late, one a LAG_PERIOD_S
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
@@ -114,9 +120,11 @@ class StreamingSUT:
 
     # --- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
-        """The loop already runs (warm-up used it); nothing more to start."""
+        """The loop already runs (warm-up used it); only the lag probe starts."""
+        self._loop.call_soon_threadsafe(self._probe)
 
     def stop(self) -> None:
+        self._probing = False
         self.runner.run(self._shutdown())
         self.runner.close()
         if self.crashed is not None:
@@ -129,6 +137,27 @@ class StreamingSUT:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
         await self.backend.aclose()
+
+    # --- the loop's own lag: is the client keeping up? -----------------------------------
+    def _probe(self, due: float | None = None) -> None:
+        """Every LAG_PERIOD_S, how late this timer fires: the time the loop spent on other
+        callbacks (or waiting for a CPU) before it could come back. A loop that keeps up
+        answers within its selector's 1 ms timeout rounding; a saturated one runs late, and
+        so does every chunk timestamp it takes (docs/telemetry.md)."""
+        now = self._loop.time()
+        if due is not None:
+            self.loop_lags.append(max(0.0, now - due))
+        if self._probing:
+            self._loop.call_at(now + LAG_PERIOD_S, self._probe, now + LAG_PERIOD_S)
+
+    def loop_lag_ms(self) -> dict[str, Any] | None:
+        """The probe's lateness over the test, for child.json."""
+        if not self.loop_lags:
+            return None
+        lags = sorted(self.loop_lags)
+        return {"period_ms": LAG_PERIOD_S * 1e3, "samples": len(lags), "p50": lags[len(lags) // 2] * 1e3,
+                "p99": lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1e3, "max": lags[-1] * 1e3,
+                "mean": sum(lags) / len(lags) * 1e3}
 
     # --- the loop ----------------------------------------------------------------------
     def _enqueue(self, samples: list[Any], issued: int) -> None:

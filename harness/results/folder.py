@@ -43,6 +43,7 @@ LEGACY_RECORDS = "records.csv"  # the records of folders written before records.
 PARTIAL_RECORDS = "records.partial"
 TOKENS = "tokens.jsonl"
 STAGES = "stages.jsonl"
+TELEMETRY = "telemetry.jsonl"  # harness.run.telemetry: server, host and GPU samples taken beside the test
 SUMMARY = "summary.json"
 COST = "cost.json"
 AGGREGATE = "aggregate.json"

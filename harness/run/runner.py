@@ -36,6 +36,7 @@ from harness.results.records import recover as recover_records
 from harness.results.summary import write_summary
 from harness.run.sizing import size_offline
 from harness.run.sysinfo import describe_system
+from harness.run.telemetry import Sampler, check_endpoints
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,10 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
     audit.config (TEST01/TEST04), written into the folder before the child starts."""
     config = resolve(config)
     config, sizing = size_offline(config, registry.get(config.backend).kind)
+    # Before the folder: an endpoint that does not answer costs the user no run.
+    telemetry_notes = check_endpoints(config.telemetry) if config.telemetry.enabled else []
+    for note in telemetry_notes:
+        print(f"warning: {note}", file=sys.stderr)
     stopper = _StopOnSignal()
     with stopper.installed():  # from the folder's creation, so no signal leaves it without a summary
         run_dir = new_results_dir(output_root, f"{config.name}-{config.scenario}")
@@ -129,10 +134,13 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
         if stopper.signal_name is None:
             # stdin: a pipe the child reads to EOF, its portable sign that this process is gone.
             proc = subprocess.Popen([sys.executable, "-m", "harness.child", str(run_dir)], stdin=subprocess.PIPE)
+            sampler = Sampler(run_dir, config.telemetry, proc.pid, telemetry_notes) if config.telemetry.enabled else None
             try:
                 stopper.watch(proc)
                 rc = proc.wait()
             finally:
+                if sampler is not None:
+                    sampler.stop()
                 stopper.done()
                 if proc.stdin is not None:
                     proc.stdin.close()
