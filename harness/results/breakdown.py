@@ -159,13 +159,15 @@ def rates(summary: dict[str, Any]) -> dict[str, Any]:
     succeeded = ours.get("throughput_per_s")
     notes: list[str] = []
     saturated = None
+    client_behind = None
     if target and completed is not None:
         # Judge the SUT against what LoadGen really offered: Poisson arrivals over a short
         # run miss the target by a few percent by chance (1 s at 300/s: ±17 queries, 1 sigma).
         basis = offered or target
         saturated = completed < SATURATION_RATIO * basis
         expected = target * duration
-        if offered is not None and expected > 0 and (target - offered) * duration > 3 * np.sqrt(expected):
+        client_behind = offered is not None and expected > 0 and (target - offered) * duration > 3 * np.sqrt(expected)
+        if client_behind:
             notes.append(
                 f"LoadGen scheduled only {offered:,.1f}/s of the {target:,.1f}/s target, more than chance "
                 "explains: the load generator (client side) fell behind"
@@ -182,6 +184,7 @@ def rates(summary: dict[str, Any]) -> dict[str, Any]:
         "succeeded_per_s": succeeded,
         "achieved_ratio": completed / target if target and completed is not None else None,
         "saturated": saturated,
+        "client_behind": client_behind,
         "notes": notes,
     }
 

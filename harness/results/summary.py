@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.errors import ResultsError
 from harness.results import folder
+from harness.results.breakdown import rates
 from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
 from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, read_accuracy_log, read_detail
@@ -25,6 +26,7 @@ from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
+from harness.results.telemetry import latency_split, telemetry_summary
 
 
 def percentiles_ms(values_ns: np.ndarray) -> dict[str, float | None]:
@@ -251,13 +253,15 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         find_peak = find_peak_section(lg, len(rec))
         rec = Records(final_round(rec.columns, lg))
     ours: dict[str, Any] = {"samples": 0}
+    window: tuple[int, int] | None = None
     agreement: dict[str, float | None] = {}
     if rec is not None and len(rec):
         c = rec.columns
         ok = rec.ok()
         n, n_ok = len(rec), int(ok.sum())
         latency = (c["complete_ns"] - c["issue_ns"])[ok]
-        span_ns = int(c["complete_ns"].max() - c["issue_ns"].min())
+        window = (int(c["issue_ns"].min()), int(c["complete_ns"].max()))
+        span_ns = window[1] - window[0]
         failures: Counter[str] = Counter()
         if n_ok < n:
             for error, k in rec.text_counts("error", ~ok).items():
@@ -380,6 +384,20 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "backend": child.get("backend"),
         "dataset": child.get("dataset"),
     }
+    summary["telemetry"] = telemetry = telemetry_summary(
+        folder.read_jsonl(run_dir, folder.TELEMETRY), window, (config.get("telemetry") or {}).get("series", []),
+        child.get("threads") or {}, ours.get("succeeded", 0), child.get("loop_lag_ms"),
+    )
+    if telemetry is not None:
+        for server in telemetry["servers"]:
+            server["latency_split"] = latency_split(summary["tokens"], ours, server)
+        rate = rates(summary)
+        if rate["client_behind"]:
+            # With Python's GIL a starved issue thread waits rather than burns CPU: LoadGen's
+            # own schedule is the signal that does not depend on where the time went.
+            telemetry["client"]["signals"].append(
+                f"LoadGen scheduled {rate['offered_per_s']:,.0f}/s of the {rate['target_per_s']:,.0f}/s target")
+            telemetry["client"]["saturated"] = True
     return summary
 
 
