@@ -140,6 +140,10 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
             + (f" · below min_success_rate {summary['validity']['harness']['min_success_rate'] * 100:g}%"
                if success_rate_failed(summary) else "")
         )
+    client = (summary.get("telemetry") or {}).get("client") or {}
+    if client.get("saturated"):
+        lines.append(f"CLIENT SATURATED: the load generator may have limited this result ({'; '.join(client['signals'])});"
+                     " run fewer streams per process, more client processes or a faster machine")
     setup = setup_line(summary)
     if setup:
         lines.append(setup)
@@ -419,3 +423,125 @@ def system_rows(data: Any) -> list[list[str]]:
     sut = data.summary.get("sut") or {}
     rows += [[f"sut.{k}", str(v)] for k, v in sut.items()]
     return rows
+
+
+# --- telemetry: the system under test seen from inside (docs/telemetry.md) ------------------
+
+#: how each server concept is shown: its label and the unit its figures are printed in
+_GAUGE_LABELS = {"queue_depth": "waiting (queue depth)", "running": "running", "kv_cache_usage": "KV-cache usage",
+                 "prefix_cache_hit_rate": "prefix-cache hit rate"}
+_HIST_LABELS = {"server_queue_time": "queue time", "server_prefill_time": "prefill", "server_decode_time": "decode",
+                "server_ttft": "TTFT", "server_itl": "inter-token latency", "server_e2e": "end to end"}
+
+
+def _level(v: float | None, fraction: bool) -> str:
+    return pct(v) if fraction else num(v, 2)
+
+
+def _bucketed(figures: dict[str, Any], key: str) -> str:
+    """An interpolated percentile with the bucket it fell in: vLLM's first queue-time
+    bucket spans 0 to 300 ms, and a figure inside it says little more than that."""
+    v, bucket = figures.get(f"{key}_s"), figures.get(f"{key}_bucket_s")
+    if v is None:
+        return "—"
+    if not bucket:
+        return ms(v * 1e3)
+    hi = "inf" if bucket[1] is None else f"{bucket[1] * 1e3:g}"
+    return f"{v * 1e3:.1f} ({bucket[0] * 1e3:g}–{hi})"
+
+
+def server_tables(server: dict[str, Any]) -> list[tuple[str, Table]]:
+    """A scraped server's levels, counts and per-request times over the timed window."""
+    m = server.get("metrics") or {}
+    out: list[tuple[str, Table]] = []
+    levels = [[label_, _level(f["mean"], k in ("kv_cache_usage", "prefix_cache_hit_rate")),
+               _level(f["p50"], k in ("kv_cache_usage", "prefix_cache_hit_rate")),
+               _level(f["max"], k in ("kv_cache_usage", "prefix_cache_hit_rate"))]
+              for k, label_ in _GAUGE_LABELS.items() if (f := m.get(k))]
+    if levels:
+        out.append(("server levels (time-weighted mean)", (["gauge", "mean", "p50", "max"], levels)))
+    counts = [[k.replace("_", " "), num(f["delta"], 0), rate(f["rate_per_s"]) + (" (reset)" if f["reset"] else "")]
+              for k, f in m.items() if f.get("kind") == "counter"]
+    if (hit := m.get("prefix_cache_hit_rate_window")) is not None:
+        counts.append(["prefix-cache hit rate", pct(hit["value"]), ""])
+    if counts:
+        out.append(("server counters (timed window)", (["counter", "delta", "per s"], counts)))
+    times = [[label_, num(f["count"], 0), ms(f["mean_s"] * 1e3 if f["mean_s"] is not None else None),
+              _bucketed(f, "p50"), _bucketed(f, "p99")]
+             for k, label_ in _HIST_LABELS.items() if (f := m.get(k))]
+    times += [[k.replace("_", " ").removesuffix(" total"), "", ms(f["mean_per_request_s"] * 1e3), "", ""]
+              for k, f in m.items() if f.get("kind") == "sum_us" and f.get("mean_per_request_s") is not None]
+    if times:
+        out.append(("server times, ms (p50/p99 interpolated in buckets)",
+                    (["histogram", "requests", "mean", "p50", "p99"], times)))
+    asked = [[name, _scalar(f.get("mean", f.get("delta", f.get("mean_s")))) if "missing" not in f else f["missing"]]
+             for name, f in (server.get("series") or {}).items()]
+    if asked:
+        out.append(("series asked for", (["series", "mean / delta"], asked)))
+    return out
+
+
+def split_table(split: dict[str, Any]) -> Table:
+    """The client's mean TTFT, split with the server's view; decode beside the server's."""
+    rows = [
+        ["client queue", ms(split["client_queue_ms"]), "ours, per request"],
+        ["network + HTTP", ms(split["network_and_http_ms"]), "ours − server's"],
+        ["server queue", ms(split["server_queue_ms"]), "server window"],
+        ["prefill", ms(split["server_prefill_ms"]), "server window"],
+    ]
+    if split.get("server_other_ms") is not None:
+        rows.append(["server other", ms(split["server_other_ms"]), "server TTFT − both"])
+    rows.append(["= TTFT", ms(split["client_ttft_ms"]), "ours"])
+    rows.append(["decode", ms(split["client_decode_ms"]), "ours"])
+    if split.get("server_decode_ms") is not None:
+        rows.append(["decode, server's", ms(split["server_decode_ms"]), "server window"])
+    return ["part (mean)", "ms", "from"], rows
+
+
+def host_table(host: dict[str, Any]) -> Table:
+    rows = []
+    if host.get("process_cores") is not None:
+        rows.append(["test process CPU", f"{host['process_cores']:.2f} cores"])
+    for t in (host.get("threads") or [])[:4]:
+        if t["cores"] >= 0.01:
+            rows.append([f"  thread {t['name']}", f"{t['cores']:.2f} cores"])
+    if host.get("rss_max_bytes") is not None:
+        rows.append(["test process RSS, max", f"{host['rss_max_bytes'] / 2**20:,.0f} MiB"])
+    busy = [b for b in host.get("machine_core_busy") or [] if b is not None]
+    if busy:
+        rows.append(["machine cores busy", " ".join(f"{b:.0%}" for b in busy[:16]) + (" …" if len(busy) > 16 else "")])
+    if host.get("mem_available_min_bytes") is not None:
+        rows.append(["memory available, min", f"{host['mem_available_min_bytes'] / 2**30:,.1f} GiB"])
+    return ["figure", "value"], rows
+
+
+def gpu_table(gpu: dict[str, Any]) -> Table:
+    if not gpu.get("devices"):
+        return ["GPU", "value"], [["none", gpu.get("absent") or "no device"]]
+    rows = []
+    for d in gpu["devices"]:
+        util, power, mem = d.get("util_pct") or {}, d.get("power_w") or {}, d.get("mem_used_bytes") or {}
+        rows.append([f"{d['index']} {d.get('name') or ''}".strip(), num(util.get("mean"), 0) + " %",
+                     num(power.get("mean"), 0) + " W", num((mem.get("max") or 0) / 2**30, 1) + " GiB",
+                     num(d.get("energy_j"), 0) + " J"])
+    if gpu.get("energy_j_per_success") is not None:
+        rows.append(["per successful sample", "", "", "", f"{gpu['energy_j_per_success']:.4g} J"])
+    return ["GPU", "util", "power", "memory max", "energy"], rows
+
+
+def telemetry_tables(tel: dict[str, Any]) -> list[tuple[str, Table]]:
+    """Every telemetry table of a run, titled: servers, the TTFT split, host, GPU."""
+    out: list[tuple[str, Table]] = []
+    for server in tel.get("servers") or []:
+        name = server.get("server") or "unknown server"
+        gaps = f", {server['gaps']} failed ({'; '.join(server['gap_errors'])})" if server.get("gaps") else ""
+        out.append((f"server: {name}", (["endpoint", cut_middle(server["url"], 60)],
+                                        [["scrapes", f"{server['scrapes']} answered{gaps}"]])))
+        out += server_tables(server)
+        if server.get("latency_split"):
+            out.append(("TTFT split, mean ms", split_table(server["latency_split"])))
+    if tel.get("host"):
+        out.append(("host (timed window)", host_table(tel["host"])))
+    if tel.get("gpu"):
+        out.append(("GPU (NVML)", gpu_table(tel["gpu"])))
+    return out

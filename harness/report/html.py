@@ -15,11 +15,13 @@ import yaml
 from harness.analysis.run_data import RunData
 from harness.report import figures as fig
 from harness.report.plots import all_plots
+from harness.report.telemetry_plots import telemetry_plots
+from harness.results import folder
 from harness.results.token_metrics import itl_samples, read_token_entries
 
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}h3{font-size:1em;margin:1em 0 .2em}
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .8em;border-bottom:1px solid #eee;text-align:right}
 td:first-child,th:first-child{text-align:left}th{color:#666;font-weight:normal}
 .verdict{font-weight:bold;padding:.1em .5em;border-radius:3px;color:#fff}
@@ -52,6 +54,17 @@ def _itl(data: RunData) -> tuple[Any, Any] | None:
     return itl_samples(entries) if entries else None
 
 
+def _telemetry(data: RunData, tel: dict[str, Any]) -> str:
+    """Tables of what the server, the host and the GPUs said over the window, then the same
+    over time beside the client's own in-flight count."""
+    body = "".join(f'<p class="note">telemetry: {_e(n)}</p>' for n in tel.get("notes") or [])
+    body += "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in fig.telemetry_tables(tel))
+    threads = (folder.read_json(data.run_dir, folder.CHILD) or {}).get("threads") or {}
+    plots = telemetry_plots(folder.read_jsonl(data.run_dir, folder.TELEMETRY), data.columns, threads)
+    body += "".join(f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in plots.figures)
+    return body + "".join(f'<p class="note">{_e(n)}</p>' for n in plots.notes)
+
+
 def render_html(data: RunData) -> str:
     s = data.summary
     verdict = fig.verdict(s)
@@ -81,6 +94,9 @@ def render_html(data: RunData) -> str:
     tokens = s.get("tokens")
     if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens)):
         parts.append(_section("tokens", "".join(_table(spec) for spec in specs)))
+    tel = s.get("telemetry")
+    if isinstance(tel, dict):
+        parts.append(_section("system under test (telemetry)", _telemetry(data, tel)))
     acc = s.get("accuracy")
     if acc and acc.get("metric"):
         parts.append(_section("accuracy", f"<p>{_e(acc['metric'])}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,} samples</p>"))

@@ -38,6 +38,11 @@ def render_markdown(data: RunData) -> str:
     tokens = s.get("tokens")
     if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens)):
         parts += ["### Tokens"] + [_table(spec) for spec in specs]
+    tel = s.get("telemetry")
+    if isinstance(tel, dict):
+        parts += ["### System under test (telemetry)"] + [f"- telemetry: {n}" for n in tel.get("notes") or []]
+        for title, spec in fig.telemetry_tables(tel):
+            parts += [f"**{title}**", _table(spec)]
     acc = s.get("accuracy")
     if acc and acc.get("metric"):
         parts.append(f"**Accuracy** {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,} samples")

@@ -37,7 +37,7 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
     lines = fig.headline(summary, data.cost if data else None)
     console.print(f"[bold {color}]{verdict}[/]" + lines[0][len(verdict):], highlight=False)
     for line in lines[1:]:
-        style = "bold yellow" if line.startswith("INCOMPLETE") else ""
+        style = "bold yellow" if line.startswith(("INCOMPLETE", "CLIENT SATURATED")) else ""
         if line.startswith("success"):
             style = "green" if ours.get("success_rate") == 1 else "red"
         console.print(f"  [{style}]{line}[/]" if style else f"  {line}", highlight=False)
@@ -74,6 +74,12 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         # the figures a token run is about; --details: every key of the section
         for spec in fig.tokens_tables(tokens) if details else fig.llm_tables(tokens):
             console.print(rich_table("tokens", spec))
+    tel = summary.get("telemetry")
+    if isinstance(tel, dict):
+        for note in tel.get("notes") or []:
+            console.print(f"  [yellow]telemetry:[/] {note}")
+        for title, spec in fig.telemetry_tables(tel):
+            console.print(rich_table(title, spec))
     acc = summary.get("accuracy")
     if acc and acc.get("metric"):
         console.print(f"  accuracy {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,}")
