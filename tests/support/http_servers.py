@@ -90,13 +90,47 @@ class ServerThread:
 # --- OpenAI-compatible ground truth ----------------------------------------------------
 
 
+class TruthMetrics:
+    """The truth server's /metrics, in vLLM's series names (a subset), from prometheus_client:
+    what it did, exactly. Each request's queue, prefill and decode phases are the injected
+    times, so the scraped histograms hold the truth; `fail_scrapes` answers those scrape
+    numbers (1-based) with a 503, a gap the harness must record."""
+
+    def __init__(self, fail_scrapes: tuple[int, ...] = ()) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.running = Gauge("vllm:num_requests_running", "requests past their queue phase", registry=r)
+        self.waiting = Gauge("vllm:num_requests_waiting", "requests in their queue phase", registry=r)
+        self.prompt_tokens = Counter("vllm:prompt_tokens", "prompt tokens (words)", registry=r)
+        self.generation_tokens = Counter("vllm:generation_tokens", "tokens sent", registry=r)
+        self.success = Counter("vllm:request_success", "requests finished", ["finished_reason"], registry=r)
+        buckets = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28)
+        self.queue = Histogram("vllm:request_queue_time_seconds", "queue phase", buckets=buckets, registry=r)
+        self.prefill = Histogram("vllm:request_prefill_time_seconds", "headers to first token", buckets=buckets, registry=r)
+        self.decode = Histogram("vllm:request_decode_time_seconds", "first to last token", buckets=buckets, registry=r)
+        self.fail_scrapes = fail_scrapes
+        self.scrapes = 0
+
+    async def handle(self, _: web.Request) -> web.Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        self.scrapes += 1
+        if self.scrapes in self.fail_scrapes:
+            return web.Response(status=503, text="metrics unavailable")
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
 def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None = None,
-               received: list[str] | None = None, written: list[list[int]] | None = None) -> web.Application:
+               received: list[str] | None = None, written: list[list[int]] | None = None,
+               metrics: TruthMetrics | None = None) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
     sent, as careless servers do: the harness must keep the key out of its records anyway.
     With `received`, each request's prompt (a chat's last message) is appended, in order.
     With `written`, each streamed request appends the perf_counter_ns after each of its token
-    chunks was written: what the server really did, when a busy machine made its pacing late."""
+    chunks was written: what the server really did, when a busy machine made its pacing late.
+    With `metrics`, GET /metrics serves what the server did (streamed successes only)."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -135,7 +169,21 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             if delay > 0:
                 await asyncio.sleep(delay)
 
+        if metrics is not None:
+            metrics.waiting.inc()
         await until(timing.queue_ms)
+        if metrics is not None:
+            metrics.waiting.dec()
+            metrics.running.inc()
+            metrics.queue.observe(timing.queue_ms / 1e3)
+        try:
+            return await _respond(request, body, chat, text, behaviour, n, include_usage, ttft_ms, tpot_ms, until)
+        finally:
+            if metrics is not None:
+                metrics.running.dec()
+
+    async def _respond(request: web.Request, body: dict[str, Any], chat: bool, text: str, behaviour: str, n: int,
+                       include_usage: bool, ttft_ms: float, tpot_ms: float, until: Any) -> web.StreamResponse:
         if behaviour == "@no_headers":
             await asyncio.sleep(3600)
         if behaviour == "@http_503":
@@ -193,12 +241,20 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             usage = {"prompt_tokens": len(text.split()), "completion_tokens": n + timing.usage_extra}
             await resp.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
+        if metrics is not None:
+            metrics.prompt_tokens.inc(len(text.split()))
+            metrics.generation_tokens.inc(n)
+            metrics.success.labels(finished_reason="length").inc()
+            metrics.prefill.observe(ttft_ms / 1e3)
+            metrics.decode.observe((n - 1) * tpot_ms / 1e3)
         return resp
 
     app = web.Application(middlewares=[auth])
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", complete)
     app.router.add_post("/v1/completions", complete)
+    if metrics is not None:
+        app.router.add_get("/metrics", metrics.handle)
     return app
 
 

@@ -1,0 +1,259 @@
+"""Telemetry against ground truth: the injected-delay OpenAI server also serves /metrics (in
+vLLM's series names, from prometheus_client) holding exactly what it did, so the scraped
+window's counts must equal what the harness sent, its histograms the injected phases, and
+the TTFT split must put the injected queue and prefill where they belong."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from harness.config.run_config import RunConfig
+from harness.errors import ConfigError
+from harness.report.figures import headline
+from harness.results import folder
+from harness.results.records import read_records
+from harness.run import runner
+from tests.support.http_servers import ServerThread, Timing, TruthMetrics, openai_app
+from tests.support.report_runs import SCHEMA
+
+# queue 30 ms before the headers, first token 20 ms after, then 5 ms a token: 8 tokens end at 85 ms
+TIMING = Timing(queue_ms=30, ttft_ms=20, tpot_ms=5, tokens=8)
+
+
+def _server_run(tmp_path: Path, metrics: TruthMetrics) -> tuple[Path, dict]:
+    with ServerThread(openai_app(TIMING, metrics=metrics)) as srv:
+        outcome = runner.run(RunConfig(
+            backend="http", scenario="Server", dataset="synthetic:isl=16,osl=8,n=64",
+            backend_options={"protocol": "openai-completions", "url": f"{srv.url}/v1", "warmup_requests": 0},
+            target_qps=25, min_duration_s=4, min_query_count=60, use_token_latencies=True,
+            telemetry={"server": [f"{srv.url}/metrics"], "host": True, "interval_s": 0.1},
+        ), tmp_path / "results")  # fmt: skip
+    return outcome.run_dir, outcome.summary
+
+
+@pytest.fixture(scope="module")
+def truth_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, TruthMetrics]:
+    metrics = TruthMetrics(fail_scrapes=(5, 6))
+    run_dir, summary = _server_run(tmp_path_factory.mktemp("telemetry"), metrics)
+    return run_dir, summary, metrics
+
+
+def test_the_servers_counts_over_the_window_are_what_the_harness_sent(truth_run):
+    _, s, _ = truth_run
+    server = s["telemetry"]["servers"][0]
+    assert server["server"] == "vllm"  # recognised from its series' names
+    assert server["brackets_window"] is True
+    m = server["metrics"]
+    n = s["harness"]["samples"]
+    assert s["harness"]["succeeded"] == n >= 60
+    assert m["requests_succeeded"]["delta"] == n
+    assert m["prompt_tokens"]["delta"] == s["tokens"]["input_tokens"]
+    assert m["generation_tokens"]["delta"] == s["tokens"]["output_tokens"] == 8 * n
+    assert m["requests_succeeded"]["rate_per_s"] == pytest.approx(n / server["covered_s"])
+
+
+def test_the_servers_histograms_hold_the_injected_phases(truth_run):
+    _, s, _ = truth_run
+    m = s["telemetry"]["servers"][0]["metrics"]
+    n = s["harness"]["samples"]
+    for concept, truth_s in (("server_queue_time", 0.030), ("server_prefill_time", 0.020), ("server_decode_time", 0.035)):
+        h = m[concept]
+        assert h["count"] == n
+        assert h["mean_s"] == pytest.approx(truth_s, rel=1e-6)  # _sum / _count: exact
+        lo, hi = h["p50_bucket_s"]
+        assert lo < truth_s <= hi and lo <= h["p50_s"] <= hi  # interpolated, inside the truth's bucket
+
+
+def test_the_ttft_split_puts_the_injected_queue_and_prefill_where_they_belong(truth_run):
+    _, s, _ = truth_run
+    split = s["telemetry"]["servers"][0]["latency_split"]
+    assert split["server_queue_ms"] == pytest.approx(30.0, rel=1e-6)
+    assert split["server_prefill_ms"] == pytest.approx(20.0, rel=1e-6)
+    # what is left of the client's TTFT is the loopback hop, the HTTP parsing and the sleeps' overshoot
+    assert 0 < split["network_and_http_ms"] < 5
+    parts = split["client_queue_ms"] + split["network_and_http_ms"] + split["server_queue_ms"] + split["server_prefill_ms"]
+    assert parts == pytest.approx(split["client_ttft_ms"], rel=1e-9)
+    assert split["client_decode_ms"] == pytest.approx(split["server_decode_ms"], abs=3.0)
+
+
+def test_the_servers_levels_agree_with_littles_law_on_the_clients_records(truth_run):
+    # The client's mean number in flight is the sum of its latencies over the window (Little's
+    # law, exact on the records); the server's running + waiting, sampled every 0.1 s, must
+    # estimate the same level. A gauge read wrong (summed twice, never decremented) is far off.
+    run_dir, s, _ = truth_run
+    c = read_records(run_dir).columns
+    window_ns = int(c["complete_ns"].max() - c["issue_ns"].min())
+    in_flight = float(np.sum(c["complete_ns"] - c["issue_ns"])) / window_ns
+    m = s["telemetry"]["servers"][0]["metrics"]
+    level = m["running"]["mean"] + m["queue_depth"]["mean"]
+    assert in_flight == pytest.approx(25 * 0.085, rel=0.35)  # λ W with W ≈ 85 ms
+    assert level == pytest.approx(in_flight, rel=0.35)
+    assert m["queue_depth"]["mean"] == pytest.approx(level * 30 / 85, rel=0.5)  # 30 of the 85 ms waiting
+
+
+def test_a_failed_scrape_is_a_gap_and_the_run_goes_on(truth_run):
+    run_dir, s, metrics = truth_run
+    server = s["telemetry"]["servers"][0]
+    assert server["gaps"] == 2 and server["gap_errors"] == ["HTTP 503 Service Unavailable"]
+    lines = folder.read_jsonl(run_dir, folder.TELEMETRY)
+    scrapes = [e for e in lines if e["source"] == "server"]
+    assert len(scrapes) == metrics.scrapes - 1  # every scrape of the run is a line; one was the check before it
+    assert [e["ok"] for e in scrapes].count(False) == 2
+    assert s["status"] == "complete"
+    # stamped on the records' clock: the samples bracket the timed window
+    c = read_records(run_dir).columns
+    assert scrapes[0]["t_ns"] < c["issue_ns"].min() and scrapes[-1]["t_ns"] > c["complete_ns"].max()
+
+
+def test_host_telemetry_names_the_clients_threads(truth_run):
+    _, s, _ = truth_run
+    host = s["telemetry"]["host"]
+    names = {t["name"] for t in host["threads"]}
+    assert {"event-loop", "LoadGen issue (main)"} <= names
+    assert 0 < host["process_cores"] < 1  # 25 requests a second keep one loop well below a core
+    assert host["rss_max_bytes"] > 10 * 2**20
+    client = s["telemetry"]["client"]
+    assert client["saturated"] is False and client["signals"] == []
+    assert client["loop_lag_ms"]["samples"] >= 40 and client["loop_lag_ms"]["p50"] < 10  # 20 a second, on time
+
+
+def test_a_telemetry_summary_follows_the_schema(truth_run):
+    run_dir, s, _ = truth_run
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(s)
+    assert json.loads((run_dir / folder.SUMMARY).read_text())["telemetry"] == s["telemetry"]
+
+
+def _harness(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=180, cwd=cwd)
+
+
+QUICK = ("run", "--backend", "synthetic", "--scenario", "Offline", "--set", "min_duration_s=0.2",
+         "--set", "offline_expected_qps=2000", "--set", "max_batch=8")
+
+
+def test_an_endpoint_that_does_not_answer_is_one_line_before_the_test(tmp_path):
+    proc = _harness(*QUICK, "--telemetry", "server=http://127.0.0.1:9/metrics", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "telemetry server http://127.0.0.1:9/metrics: no answer" in lines[0]
+    assert "--telemetry-optional" in lines[0]
+    assert not (tmp_path / "results").exists()  # no folder for a run that never started
+    with pytest.raises(ConfigError, match="no answer"):
+        runner.run(RunConfig(backend="synthetic", telemetry={"server": ["http://127.0.0.1:9/metrics"]}), tmp_path)
+
+
+def test_with_telemetry_optional_the_run_goes_on_and_says_why_it_has_no_server_figures(tmp_path):
+    proc = _harness(*QUICK, "--telemetry", "server=http://127.0.0.1:9/metrics", "--telemetry-optional", "--json",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: telemetry server http://127.0.0.1:9/metrics: no answer" in proc.stderr
+    tel = json.loads(proc.stdout)["telemetry"]
+    assert tel["notes"] and "no answer" in tel["notes"][0]
+    server = tel["servers"][0]
+    assert server["scrapes"] == 0 and server["gaps"] >= 1 and server["note"] == "no scrape answered"
+
+
+def test_a_bad_telemetry_flag_is_a_usage_error(tmp_path):
+    proc = _harness(*QUICK, "--telemetry", "prometheus", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "expected server=URL, host or gpu" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def burst_url(tmp_path_factory: pytest.TempPathFactory):
+    """tests/support/burst_server.py in its own process: 2,000 SSE events a request for the
+    cost of one write, so ~10 ms of the client's parsing per request and nearly none of its own."""
+    port_file = tmp_path_factory.mktemp("burst") / "port"
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.burst_server", str(port_file), "2000"],
+                            cwd=Path(__file__).resolve().parents[2])
+    try:
+        for _ in range(100):
+            if port_file.exists() and port_file.read_text():
+                break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port_file.read_text()}/v1"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _burst_run(url: str, qps: float, root: Path) -> dict:
+    return runner.run(RunConfig(
+        backend="http", scenario="Server", dataset="synthetic:isl=4,osl=8,n=64", target_qps=qps, min_duration_s=2,
+        min_query_count=10,
+        backend_options={"protocol": "openai-completions", "url": url, "warmup_requests": 0, "check_server": False},
+        telemetry={"host": True, "interval_s": 0.2},
+    ), root).summary  # fmt: skip
+
+
+def test_a_client_that_cannot_keep_up_is_called_saturated(burst_url, tmp_path):
+    # ~100 requests a second saturate the event loop here; 1,000 are asked for.
+    s = _burst_run(burst_url, 1000, tmp_path)
+    client = s["telemetry"]["client"]
+    assert client["saturated"] is True
+    # the loop's own lateness says it whether or not the thread got a whole core
+    assert any(sig.startswith("the event loop ran late") for sig in client["signals"]), client
+    assert client["loop_lag_ms"]["p50"] > 100
+    assert any(line.startswith("CLIENT SATURATED") for line in headline(s, None))
+
+
+def test_the_same_client_at_a_rate_it_keeps_up_with_is_not(burst_url, tmp_path):
+    s = _burst_run(burst_url, 10, tmp_path)
+    client = s["telemetry"]["client"]
+    assert client["saturated"] is False, client
+    assert not any(line.startswith("CLIENT SATURATED") for line in headline(s, None))
+
+
+def test_gpu_telemetry_says_what_it_found(tmp_path):
+    outcome = runner.run(RunConfig(backend="synthetic", scenario="Offline", min_duration_s=0.2, offline_expected_qps=2000,
+                                   max_batch=8, telemetry={"gpu": True, "interval_s": 0.2}), tmp_path)
+    gpu = outcome.summary["telemetry"]["gpu"]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        present = pynvml.nvmlDeviceGetCount() > 0
+    except Exception:  # noqa: BLE001 - no driver, no library: no GPU
+        present = False
+    if present:
+        assert gpu["devices"] and all(d["util_pct"] is not None for d in gpu["devices"])
+    else:
+        assert gpu["devices"] == [] and ("NVML" in gpu["absent"] or "GPU" in gpu["absent"])
+        assert outcome.summary["status"] == "complete"
+
+
+def test_the_telemetry_tables_fit_80_columns_and_say_where_ttft_went(truth_run):
+    from rich.console import Console
+
+    from harness.report.terminal import render
+
+    run_dir, s, _ = truth_run
+    console = Console(width=80, record=True, force_terminal=False)
+    render(s, console, str(run_dir))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for title in ("server: vllm", "server levels (time-weighted mean)", "server counters (timed window)",
+                  "server times, ms", "TTFT split, mean ms", "host (timed window)"):
+        assert title in text, title
+    split = next(line for line in text.splitlines() if line.startswith("server queue "))
+    assert "30.000" in split  # the injected 30 ms, as the server's histogram holds it
+
+
+def test_the_html_report_has_the_telemetry_section_and_its_plots(truth_run):
+    from harness.analysis.run_data import load_run
+    from harness.report.html import render_html
+
+    run_dir, s, _ = truth_run
+    page = render_html(load_run(run_dir, s))
+    section = page[page.index("<h2>system under test (telemetry)</h2>"):page.index("<h2>plots</h2>")]
+    assert section.count("<img") == 2  # the server's queue vs the client's in flight, and the CPU
+    assert 'alt="server queue vs client in flight' in section and 'alt="harness CPU over time"' in section
+    assert "TTFT split, mean ms" in section
