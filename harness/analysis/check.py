@@ -169,7 +169,9 @@ def _read(result: CheckResult, name: str, read: Any) -> Any:
 
 def _check_hashes(result: CheckResult, run_dir: Path, manifest: dict[str, Any], records: Path | None) -> None:
     recorded: dict[str, str] = manifest.get("sha256", {})
-    for name in (folder.RUN_CONFIG, records.name if records else folder.RECORDS, folder.SUMMARY):
+    # telemetry.jsonl only where the run sampled telemetry (its hash is then recorded)
+    optional = [folder.TELEMETRY] if folder.TELEMETRY in recorded or (run_dir / folder.TELEMETRY).is_file() else []
+    for name in (folder.RUN_CONFIG, records.name if records else folder.RECORDS, folder.SUMMARY, *optional):
         if name not in recorded:
             if name != folder.RUN_CONFIG:  # folders from before the manifest held them
                 result.add("note", name, "no sha256 recorded; not verified")

@@ -257,3 +257,20 @@ def test_the_html_report_has_the_telemetry_section_and_its_plots(truth_run):
     assert section.count("<img") == 2  # the server's queue vs the client's in flight, and the CPU
     assert 'alt="server queue vs client in flight' in section and 'alt="harness CPU over time"' in section
     assert "TTFT split, mean ms" in section
+
+
+def test_an_edited_telemetry_file_is_tampering(truth_run, tmp_path):
+    import shutil
+
+    from harness.analysis.check import EXIT_TAMPERED, check_run
+
+    run_dir, _, _ = truth_run
+    copy = tmp_path / run_dir.name
+    shutil.copytree(run_dir, copy)
+    assert {f.what: f.kind for f in check_run(copy, rebuild_dataset=False).findings}["telemetry.jsonl"] == "ok"
+    lines = (copy / folder.TELEMETRY).read_text().splitlines()
+    lines[1] = lines[1].replace('"ok":true', '"ok":false', 1)  # a scrape made to look failed
+    (copy / folder.TELEMETRY).write_text("\n".join(lines) + "\n")
+    result = check_run(copy, rebuild_dataset=False)
+    assert result.exit_code == EXIT_TAMPERED
+    assert {f.what: f.kind for f in result.findings}["telemetry.jsonl"] == "tampered"
