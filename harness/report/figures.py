@@ -498,6 +498,19 @@ def split_table(split: dict[str, Any]) -> Table:
     return ["part (mean)", "ms", "from"], rows
 
 
+def prompt_cache_table(pc: dict[str, Any]) -> Table:
+    """The dataset's allowance, the server's counters and the client's per-request usage."""
+    reporting = pc.get("client_requests_reporting")
+    # vLLM sends usage's cached_tokens only with --enable-prompt-tokens-details (docs/telemetry.md)
+    client = pct(pc["client_cached_fraction"]) if pc.get("client_cached_fraction") is not None else "— (none sent)"
+    return ["prompt tokens", "share"], [
+        ["reusable by the dataset's prefixes", pct(pc.get("expected_reusable_fraction"))],
+        ["server: prefix-cache hits / queries", pct(pc.get("server_prefix_hit_rate"))],
+        ["server: cached / prompt tokens", pct(pc.get("server_cached_fraction"))],
+        [f"client: usage cached_tokens ({reporting or 0} requests)", client],
+    ]
+
+
 def host_table(host: dict[str, Any]) -> Table:
     rows = []
     if host.get("process_cores") is not None:
@@ -538,6 +551,8 @@ def telemetry_tables(tel: dict[str, Any]) -> list[tuple[str, Table]]:
         out.append((f"server: {name}", (["endpoint", cut_middle(server["url"], 60)],
                                         [["scrapes", f"{server['scrapes']} answered{gaps}"]])))
         out += server_tables(server)
+        if server.get("prompt_cache"):
+            out.append(("prompt cache, seen twice", prompt_cache_table(server["prompt_cache"])))
         if server.get("latency_split"):
             out.append(("TTFT split, mean ms", split_table(server["latency_split"])))
     if tel.get("host"):

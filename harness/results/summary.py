@@ -26,7 +26,7 @@ from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
-from harness.results.telemetry import latency_split, telemetry_summary
+from harness.results.telemetry import latency_split, prompt_cache_views, telemetry_summary
 
 
 def percentiles_ms(values_ns: np.ndarray) -> dict[str, float | None]:
@@ -391,6 +391,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
     if telemetry is not None:
         for server in telemetry["servers"]:
             server["latency_split"] = latency_split(summary["tokens"], ours, server)
+            server["prompt_cache"] = prompt_cache_views(summary["tokens"], server)
         rate = rates(summary)
         if rate["client_behind"]:
             # With Python's GIL a starved issue thread waits rather than burns CPU: LoadGen's

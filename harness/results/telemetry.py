@@ -365,3 +365,22 @@ def host_cpu(entries: list[dict[str, Any]], threads: dict[str, str]) -> dict[str
             out[name][0].append(mid)
             out[name][1].append(v)
     return dict(out)
+
+
+def prompt_cache_views(tokens: dict[str, Any] | None, server: dict[str, Any]) -> dict[str, Any] | None:
+    """Prompt-cache reuse seen twice: the server's counters over the window beside what the
+    dataset's shared prefixes allow and what the server's usage told the client per request."""
+    m = server.get("metrics") or {}
+
+    def ratio(num: str, den: str) -> float | None:
+        a, b = m.get(num), m.get(den)
+        return a["delta"] / b["delta"] if a and b and b["delta"] > 0 else None
+
+    views = {"server_prefix_hit_rate": ratio("prefix_cache_hits", "prefix_cache_queries"),
+             "server_cached_fraction": ratio("cached_prompt_tokens", "prompt_tokens")}
+    if all(v is None for v in views.values()):
+        return None
+    pc = (tokens or {}).get("prompt_cache") or {}
+    return {**views, "expected_reusable_fraction": pc.get("expected_reusable_fraction"),
+            "client_cached_fraction": pc.get("observed_cached_fraction"),
+            "client_requests_reporting": pc.get("requests_reporting")}
