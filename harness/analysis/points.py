@@ -85,6 +85,9 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         "input_tokens_mean": tokens["input_tokens"] / succeeded if tokens.get("input_tokens") and succeeded else None,
         "output_tokens_mean": tokens.get("output_tokens_per_request_mean"),
         "cost_per_success": (folder.read_json(run_dir, folder.COST) or {}).get("per_successful_task"),
+        # telemetry's verdict on the load generator (None: not measured)
+        "client_saturated": ((summary.get("telemetry") or {}).get("client") or {}).get("saturated"),
+        "client_signals": ((summary.get("telemetry") or {}).get("client") or {}).get("signals") or [],
     }
 
 
@@ -144,11 +147,14 @@ def verdict(entry: dict[str, Any], attainment: float | None = None) -> tuple[boo
 
 
 def bound_of_invalid(entry: dict[str, Any]) -> str:
-    """The constraint an INVALID run broke, most specific first, in a word or two:
-    saturated, p99 latency (Server; p90 latency at a 0.9 target percentile) or latency
+    """The constraint an INVALID run broke, most specific first, in a word or two: client
+    saturated (telemetry says the load generator could not keep up), saturated, p99 latency (Server; p90 latency at a 0.9 target percentile) or latency
     bound, TTFT p99, TPOT p99, early stopping (too few queries to bound the percentile),
     too short (min_duration_s/min_query_count)."""
     flags = entry.get("flags") or {}
+    if entry.get("client_saturated"):
+        # the load generator, not the SUT, may have been the limit: what the SUT could do is unknown
+        return "client saturated"
     if saturated(entry):
         return "saturated"
     if flags.get("perf_constraints_met") is False:

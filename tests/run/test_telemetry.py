@@ -185,9 +185,9 @@ def burst_url(tmp_path_factory: pytest.TempPathFactory):
         proc.wait()
 
 
-def _burst_run(url: str, qps: float, root: Path) -> dict:
+def _burst_run(url: str, qps: float, root: Path, duration_s: float) -> dict:
     return runner.run(RunConfig(
-        backend="http", scenario="Server", dataset="synthetic:isl=4,osl=8,n=64", target_qps=qps, min_duration_s=2,
+        backend="http", scenario="Server", dataset="synthetic:isl=4,osl=8,n=64", target_qps=qps, min_duration_s=duration_s,
         min_query_count=10,
         backend_options={"protocol": "openai-completions", "url": url, "warmup_requests": 0, "check_server": False},
         telemetry={"host": True, "interval_s": 0.2},
@@ -195,18 +195,26 @@ def _burst_run(url: str, qps: float, root: Path) -> dict:
 
 
 def test_a_client_that_cannot_keep_up_is_called_saturated(burst_url, tmp_path):
-    # ~100 requests a second saturate the event loop here; 1,000 are asked for.
-    s = _burst_run(burst_url, 1000, tmp_path)
+    # ~100 requests a second saturate the event loop here; 400 are asked for (for 1 s: the
+    # backlog then takes the loop ~4 s to clear).
+    s = _burst_run(burst_url, 400, tmp_path, 1)
     client = s["telemetry"]["client"]
     assert client["saturated"] is True
     # the loop's own lateness says it whether or not the thread got a whole core
     assert any(sig.startswith("the event loop ran late") for sig in client["signals"]), client
     assert client["loop_lag_ms"]["p50"] > 100
     assert any(line.startswith("CLIENT SATURATED") for line in headline(s, None))
+    # a capacity search or sweep names it as the constraint that bound the point
+    from harness.analysis.points import point_entry, verdict
+
+    run_dir = next(p.parent for p in tmp_path.glob("*/summary.json"))
+    entry = point_entry(run_dir, {"target_qps": 400})
+    assert entry["client_saturated"] is True and entry["client_signals"] == client["signals"]
+    assert verdict(entry) == (False, "client saturated")
 
 
 def test_the_same_client_at_a_rate_it_keeps_up_with_is_not(burst_url, tmp_path):
-    s = _burst_run(burst_url, 10, tmp_path)
+    s = _burst_run(burst_url, 10, tmp_path, 2)
     client = s["telemetry"]["client"]
     assert client["saturated"] is False, client
     assert not any(line.startswith("CLIENT SATURATED") for line in headline(s, None))
