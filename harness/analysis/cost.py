@@ -42,6 +42,9 @@ class CostSheet(BaseModel):
     device_share: float = Field(
         1.0, gt=0, le=1, description="fraction of the devices' time billed to this workload (shared devices)"
     )
+    energy_per_kwh: float = Field(
+        0.0, ge=0, description="electricity: the GPUs' energy over the timed window, as NVML measured it (--telemetry gpu)"
+    )
     per_request: float = Field(0.0, ge=0, description="fee per request sent, failed attempts included")
     input_per_1m_tokens: float = Field(0.0, ge=0, description="uncached prompt tokens")
     cached_input_per_1m_tokens: float = Field(0.0, ge=0)
@@ -119,6 +122,7 @@ class Usage:
     tool_calls: float | None  # None: the backend reported none; the sheet's assumption applies
     success_criterion: str
     retries: int = 0  # extra attempts a backend sent itself (tokens.jsonl "retries"), all paid
+    energy_kwh: float | None = None  # the GPUs' energy over the window (telemetry); None: not measured
 
     @property
     def failed(self) -> int:
@@ -158,7 +162,13 @@ def usage_from_run(summary: dict[str, Any], columns: dict[str, Any] | None, retr
         tool_calls=float(tokens["tool_calls"]) if tokens.get("tool_calls") is not None else None,
         success_criterion=criterion,
         retries=retries,
+        energy_kwh=_energy_kwh(summary),
     )
+
+
+def _energy_kwh(summary: dict[str, Any]) -> float | None:
+    energy_j = ((summary.get("telemetry") or {}).get("gpu") or {}).get("energy_j")
+    return energy_j / 3.6e6 if isinstance(energy_j, (int, float)) else None
 
 
 def _per(amount: float, count: float, scale: float = 1.0) -> float | None:
@@ -173,11 +183,17 @@ def compute_cost(sheet: CostSheet, usage: Usage) -> dict[str, Any]:
     tool_calls = usage.tool_calls if usage.tool_calls is not None else sheet.tool_calls_per_request * n
     device_hours = sheet.devices * sheet.device_share * usage.run_time_s / 3600
     review_price = sheet.review_price()
+    if sheet.energy_per_kwh > 0 and usage.energy_kwh is None:
+        raise ConfigError("the price sheet sets energy_per_kwh, but this run measured no energy: run with "
+                          "--telemetry gpu on a machine with NVIDIA GPUs, or drop energy_per_kwh")
+    energy = usage.energy_kwh or 0.0
     # (name, quantity, unit, price per unit, amount, what failed attempts spent of it)
     fail_share = f / n if n else 0.0
     rows: list[tuple[str, float, str, float, float, float]] = [
         ("device", device_hours, "device-hours", sheet.device_hourly, device_hours * sheet.device_hourly,
          device_hours * sheet.device_hourly * fail_share),  # device time split by request count
+        ("energy", energy, "kWh", sheet.energy_per_kwh, energy * sheet.energy_per_kwh,
+         energy * sheet.energy_per_kwh * fail_share),  # split by request count, as device time
         ("requests", sent, "requests sent", sheet.per_request, sent * sheet.per_request,
          (f + usage.retries) * sheet.per_request),
         ("input_tokens", uncached, "tokens", sheet.input_per_1m_tokens / 1e6,

@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 
 from harness.cli._common import build_run_config, config_options, console, err_console, handle_errors
-from harness.errors import EXIT_INCOMPLETE, EXIT_NEGATIVE
+from harness.errors import EXIT_INCOMPLETE, EXIT_NEGATIVE, ConfigError
 from harness.results.folder import REPORT_HTML
 
 
@@ -75,6 +75,8 @@ def run(
                               backend=backend, model=model, dataset=dataset, name=name, benchmark=benchmark,
                               no_mlperf_conf=no_mlperf_conf, telemetry=telemetry,
                               telemetry_optional=telemetry_optional)
+    if sheet is not None and sheet.energy_per_kwh > 0 and config is not None and not config.telemetry.gpu:
+        raise ConfigError("the price sheet sets energy_per_kwh: measure the energy with --telemetry gpu")
     if config is None:
         from harness.run.demo import demo_configs
 

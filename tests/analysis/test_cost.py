@@ -53,6 +53,17 @@ def test_per_request_and_per_successful_task_side_by_side():
     assert c["per_1m_output_tokens"] is None  # no tokens: no per-token figure, not zero
 
 
+def test_energy_is_priced_from_the_measured_kwh_and_never_assumed():
+    # 7.2 MJ = 2 kWh at 0.30 a kWh: 0.60; 20 of 100 requests failed, so a fifth of it was wasted
+    c = compute_cost(CostSheet(energy_per_kwh=0.3), usage(energy_kwh=7.2e6 / 3.6e6))
+    assert {i["item"]: i["amount"] for i in c["items"]} == pytest.approx({"energy": 0.6})
+    assert c["failed_attempts_total"] == pytest.approx(0.12)
+    assert c["per_successful_task"] == pytest.approx(0.6 / 80)
+    with pytest.raises(ConfigError, match="measured no energy"):
+        compute_cost(CostSheet(energy_per_kwh=0.3), usage())  # not measured: an error, never a zero
+    assert compute_cost(CostSheet(device_hourly=1.0), usage())["items"][0]["item"] == "device"  # unpriced: absent
+
+
 def test_no_failures_makes_both_figures_equal():
     c = compute_cost(CostSheet(device_hourly=3.6, per_request=0.001), usage(succeeded=100))
     assert c["per_request"] == pytest.approx(c["per_successful_task"]) == pytest.approx(0.002)
