@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from harness.data.embedded import HIDDEN, default_model
-from tests.support.http_servers import ServerThread, Timing, kserve_app, openai_app
+from tests.support.http_servers import ServerThread, Timing, TruthMetrics, kserve_app, openai_app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -58,6 +58,7 @@ SUBSTITUTED = {
     "results/<run>": "the newest run folder directly under results/ (a repeat, sweep or capacity folder holds runs, it is none)",
     "http://127.0.0.1:8080": "the URL of tests.support.http_servers.kserve_app serving the embedded model as `digits`",
     "http://127.0.0.1:8000/v1": "the URL of tests.support.http_servers.openai_app serving `smollm2`, plus /v1",
+    "http://127.0.0.1:8000/metrics": "the same server's /metrics (TruthMetrics: vLLM's series names)",
     "results/*": "expanded as a shell would, sorted",
 }
 
@@ -101,6 +102,10 @@ OVERRIDES = {
     # nears its bound"): 64 queries at 20 QPS, 3 s.
     "harness run --backend http --set protocol=openai-chat --set url=http://127.0.0.1:8000/v1 --set model_name=smollm2 "
     "--dataset synthetic:isl=128,osl=64 -c scenarios/llm-server.yaml": "--set min_duration_s=0 --set target_qps=20",
+    # the same run, with telemetry
+    "harness run --backend http --set protocol=openai-chat --set url=http://127.0.0.1:8000/v1 --set model_name=smollm2 "
+    "--dataset synthetic:isl=128,osl=64 -c scenarios/llm-server.yaml --telemetry server=http://127.0.0.1:8000/metrics "
+    "--telemetry host": "--set min_duration_s=0 --set target_qps=20",
     # five of the line-2 run above, each as short
     "harness run ... --repeat 5": "--set min_duration_s=0",
     # scenarios/server.yaml's 15 s a point; 1,000 queries (one stall allowed, as above) take
@@ -341,6 +346,12 @@ def _check_line(command: str, argv: list[str], folder: Path, proc: subprocess.Co
         assert aggregate["n"] == 5 and aggregate["validity"] == ["VALID"] * 5, aggregate["validity"]
         for copy in ("base", "cand"):  # what `harness compare base/ cand/` reads
             shutil.copytree(repeat_dir, folder / copy)
+    elif verb == "run" and "--telemetry" in command:
+        (summary,) = made
+        tel = json.loads(summary.read_text())["telemetry"]
+        assert tel["servers"][0]["server"] == "vllm" and tel["servers"][0]["scrapes"] >= 2, tel["servers"]
+        assert tel["host"]["samples"] >= 2
+        assert "TTFT split, mean ms" in out and "server: vllm" in out, out
     elif verb == "run":
         assert len(made) == 1, made
     elif verb == "export-onnx":
@@ -387,8 +398,9 @@ def servers() -> Iterator[dict[str, str]]:
     """README's two server URLs -> the in-test servers' real ones (a free port each)."""
     llm = Timing(ttft_ms=20, tpot_ms=2)  # 64 output tokens: ~0.15 s a request
     with ServerThread(kserve_app(default_model(), name="digits")) as kserve, \
-            ServerThread(openai_app(llm, model="smollm2")) as openai:
-        yield {"http://127.0.0.1:8080": kserve.url, "http://127.0.0.1:8000/v1": openai.url + "/v1"}
+            ServerThread(openai_app(llm, model="smollm2", metrics=TruthMetrics())) as openai:
+        yield {"http://127.0.0.1:8080": kserve.url, "http://127.0.0.1:8000/v1": openai.url + "/v1",
+               "http://127.0.0.1:8000/metrics": openai.url + "/metrics"}
 
 
 def test_readme_tour_runs_as_written(tmp_path: Path, servers: dict[str, str]):
