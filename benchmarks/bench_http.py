@@ -11,7 +11,10 @@
    TPOT and E2E medians must be within 2 % of that truth at 1 and at 32 streams. At 32
    streams the minimal client's medians for the same bursts are printed beside them.
 
-    python benchmarks/bench_http.py [--seconds 8] [--guidellm /tmp/guidellm-venv/bin/guidellm]
+3. With --telemetry (only): requests a second and the TTFT error with telemetry off and on,
+   interleaved round by round: what sampling beside the test costs the timed path.
+
+    python benchmarks/bench_http.py [--seconds 8] [--guidellm /tmp/guidellm-venv/bin/guidellm] [--telemetry]
 """
 
 from __future__ import annotations
@@ -140,7 +143,7 @@ def run_minimal(url: str, seconds: float) -> float:
 # --- the harness -------------------------------------------------------------------------
 
 
-def run_harness(url: str, samples: int, out: Path) -> dict[str, Any]:
+def run_harness(url: str, samples: int, out: Path, telemetry: dict[str, Any] | None = None) -> dict[str, Any]:
     config = RunConfig(
         name="bench-http",
         backend="http",
@@ -156,6 +159,7 @@ def run_harness(url: str, samples: int, out: Path) -> dict[str, Any]:
         min_query_count=samples,
         offline_expected_qps=1,
         use_token_latencies=True,
+        telemetry=telemetry or {},
     )
     return runner.run(config, out).summary
 
@@ -186,6 +190,45 @@ def run_guidellm(exe: str, url: str, seconds: float, work: Path) -> tuple[float 
 
 
 # --- fidelity ----------------------------------------------------------------------------
+
+
+def telemetry_cost(core: int | None, out: Path, rounds: int, samples: int) -> None:
+    """Requests a second (no-op server) and the TTFT error (injected 200 ms, 32 streams) with
+    telemetry off and on (server scrape every 0.2 s, host; five times the default rate), the
+    two interleaved round by round in alternating order."""
+    def on(url: str) -> dict[str, Any]:
+        return {"server": [url + "/metrics"], "host": True, "interval_s": 0.2}
+
+    rates: dict[str, list[float]] = {"off": [], "on": []}
+    errors: dict[str, list[float]] = {"off": [], "on": []}
+    with noop_server(core) as url:
+        for r in range(rounds):
+            for side in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                s = run_harness(url, samples, out, on(url) if side == "on" else None)
+                rates[side].append(s["harness"]["throughput_per_s"])
+    extra = ["--ttft-ms", str(TRUTH["ttft_ms"]), "--tpot-ms", str(TRUTH["tpot_ms"]), "--tokens", "20"]
+    with noop_server(core, *extra) as url:
+        for r in range(rounds):
+            for side in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                config = RunConfig(
+                    name="bench-http-telemetry", backend="http", scenario="Offline", dataset="synthetic:isl=8,osl=20,n=64",
+                    backend_options={"protocol": "openai-chat", "url": url + "/v1", "max_in_flight": 32, "warmup_requests": 32},
+                    min_duration_s=0.1, min_query_count=96, offline_expected_qps=1, use_token_latencies=True,
+                    telemetry=on(url) if side == "on" else {},
+                )  # fmt: skip
+                ttft = runner.run(config, out).summary["tokens"]["ttft_ms"]["p50"]
+                errors[side].append(ttft / TRUTH["ttft_ms"] - 1)
+    ratios = [a / b for a, b in zip(rates["on"], rates["off"], strict=True)]
+    print(f"\ntelemetry on vs off ({rounds} rounds, interleaved; on: server scrape + host every 0.2 s)")
+    print(f"  {'figure':<34}{'off':>10}{'on':>10}{'on / off':>10}  per-round range")
+    print(f"  {'req/s, no-op server, 64 streams':<34}{statistics.median(rates['off']):>10,.0f}"
+          f"{statistics.median(rates['on']):>10,.0f}{statistics.median(ratios):>10.3f}  {min(ratios):.3f}–{max(ratios):.3f}")
+    print(f"  {'TTFT p50 error, 32 streams':<34}{statistics.median(errors['off']) * 100:>9.2f}%"
+          f"{statistics.median(errors['on']) * 100:>9.2f}%{'':>10}  on: "
+          + ", ".join(f"{e * 100:.2f}%" for e in errors["on"]) + "; off: " + ", ".join(f"{e * 100:.2f}%" for e in errors["off"]))
+    print(f"  target: req/s within the off side's own spread and TTFT error within 2 %: "
+          f"{'PASS' if max(abs(e) for e in errors['on']) <= 0.02 else 'FAIL'} (TTFT); "
+          f"off spread {min(rates['off']):,.0f}–{max(rates['off']):,.0f}, on {min(rates['on']):,.0f}–{max(rates['on']):,.0f}")
 
 
 def fidelity(core: int | None, out: Path) -> list[tuple[str, str, float, float, float, float | None]]:
@@ -237,6 +280,7 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=8.0, help="length of each throughput measurement")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds of the two Python clients")
     p.add_argument("--guidellm", default="/tmp/guidellm-venv/bin/guidellm", help="guidellm executable (separate venv)")
+    p.add_argument("--telemetry", action="store_true", help="only the telemetry on-vs-off rounds")
     args = p.parse_args()
 
     cores = sorted(os.sched_getaffinity(0))
@@ -247,6 +291,9 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         work = Path(tmp)
+        if args.telemetry:
+            telemetry_cost(server_core, work, max(args.rounds, 4), int(4000 * args.seconds / 2))
+            return 0
         results: dict[str, float | None] = {}
         notes: dict[str, str] = {}
         with noop_server(server_core) as url:

@@ -5,6 +5,8 @@ a few tens of microseconds a request, so on its own core it out-runs any Python 
 and the client is what gets measured. Two modes:
 
     no-op    answer at once: `--tokens N` content events, usage, [DONE] in one write
+    GET /metrics answers a Prometheus counter of the requests, for telemetry's scrapes.
+
     delays   --ttft-ms / --tpot-ms: headers at once, token i at ttft + i x tpot after the
              request arrived, on absolute deadlines, so the truth does not drift with
              the number of tokens; the loop polls the last 1.5 ms before each deadline,
@@ -20,7 +22,11 @@ import asyncio
 import json
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+
 MODEL = "noop"
+REGISTRY = CollectorRegistry()
+REQUESTS = Counter("noop_requests", "requests answered", registry=REGISTRY)
 
 
 def _chunk(data: bytes) -> bytes:
@@ -59,6 +65,11 @@ class Handler(asyncio.Protocol):
             self.handle(head.split(" ", 2)[1], body)
 
     def handle(self, path: str, body: bytes) -> None:
+        if path == "/metrics":  # what a scrape reads (bench_http's telemetry rounds)
+            payload = generate_latest(REGISTRY)
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
+            return
+        REQUESTS.inc()
         if path.endswith("/models"):
             payload = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
             self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
