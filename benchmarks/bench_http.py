@@ -216,7 +216,8 @@ def telemetry_cost(core: int | None, out: Path, rounds: int, samples: int) -> No
                     min_duration_s=0.1, min_query_count=96, offline_expected_qps=1, use_token_latencies=True,
                     telemetry=on(url) if side == "on" else {},
                 )  # fmt: skip
-                ttft = runner.run(config, out).summary["tokens"]["ttft_ms"]["p50"]
+                # from dispatch: 96 requests through 32 streams wait for a free one first
+                ttft = runner.run(config, out).summary["tokens"]["ttft_from_dispatch_ms"]["p50"]
                 errors[side].append(ttft / TRUTH["ttft_ms"] - 1)
     ratios = [a / b for a, b in zip(rates["on"], rates["off"], strict=True)]
     print(f"\ntelemetry on vs off ({rounds} rounds, interleaved; on: server scrape + host every 0.2 s)")
@@ -226,9 +227,11 @@ def telemetry_cost(core: int | None, out: Path, rounds: int, samples: int) -> No
     print(f"  {'TTFT p50 error, 32 streams':<34}{statistics.median(errors['off']) * 100:>9.2f}%"
           f"{statistics.median(errors['on']) * 100:>9.2f}%{'':>10}  on: "
           + ", ".join(f"{e * 100:.2f}%" for e in errors["on"]) + "; off: " + ", ".join(f"{e * 100:.2f}%" for e in errors["off"]))
-    print(f"  target: req/s within the off side's own spread and TTFT error within 2 %: "
-          f"{'PASS' if max(abs(e) for e in errors['on']) <= 0.02 else 'FAIL'} (TTFT); "
-          f"off spread {min(rates['off']):,.0f}–{max(rates['off']):,.0f}, on {min(rates['on']):,.0f}–{max(rates['on']):,.0f}")
+    rate_ok = min(rates["off"]) <= statistics.median(rates["on"]) <= max(rates["off"])
+    ttft_ok = max(abs(e) for e in errors["on"]) <= 0.02
+    print(f"  target: the on side's median req/s inside the off side's spread: {'PASS' if rate_ok else 'FAIL'} "
+          f"(off {min(rates['off']):,.0f}–{max(rates['off']):,.0f}); TTFT error within 2 % with telemetry on: "
+          f"{'PASS' if ttft_ok else 'FAIL'}")
 
 
 def fidelity(core: int | None, out: Path) -> list[tuple[str, str, float, float, float, float | None]]:
@@ -292,7 +295,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         work = Path(tmp)
         if args.telemetry:
-            telemetry_cost(server_core, work, max(args.rounds, 4), int(4000 * args.seconds / 2))
+            telemetry_cost(server_core, work, max(args.rounds, 4), int(10_000 * args.seconds))
             return 0
         results: dict[str, float | None] = {}
         notes: dict[str, str] = {}
