@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from harness.report.plots import Plots, _axes, _png
-from harness.results.telemetry import host_cpu, server_levels
+from harness.results.telemetry import host_cpu, server_levels, server_rates
 
 _LABELS = {"queue_depth": "server: waiting", "running": "server: running"}
 
@@ -51,6 +51,24 @@ def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | 
             ax.step((np.asarray(t) - t0) / 1e9, np.asarray(v) * 100, where="post", lw=1.5)
             ax.set_ylim(bottom=0)
             figures.append((f"KV-cache usage ({url})", _png(fig)))
+    for url, (t, per_s) in server_rates(entries, "generation_tokens").items():
+        if "n_tokens" not in columns or not columns["n_tokens"].any():
+            continue
+        # the client's tokens, counted at each request's completion, over the same intervals
+        edges = np.asarray(t, dtype=np.int64)
+        order = np.argsort(columns["complete_ns"])
+        done, tokens = columns["complete_ns"][order], np.cumsum(columns["n_tokens"][order])
+        at = np.searchsorted(done, edges, side="right")
+        counted = np.where(at > 0, tokens[np.maximum(at - 1, 0)], 0)
+        client = np.diff(counted) / (np.diff(edges) / 1e9)
+        x = (edges - t0) / 1e9
+        fig, ax = _axes("generated tokens per second", "time since first issue (s)", "tokens/s")
+        _shade_window(ax, columns, t0)
+        ax.stairs(per_s, x, lw=1.5, label="server: generation tokens")
+        ax.stairs(client, x, lw=1, color="black", ls="--", label="client: tokens of completed requests")
+        ax.set_ylim(bottom=0)
+        fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+        figures.append((f"tokens/s, server and client ({url})", _png(fig)))
     cpu = host_cpu(entries, threads)
     if cpu:
         fig, ax = _axes("the load generator's CPU", "time since first issue (s)", "cores")

@@ -384,3 +384,25 @@ def prompt_cache_views(tokens: dict[str, Any] | None, server: dict[str, Any]) ->
     return {**views, "expected_reusable_fraction": pc.get("expected_reusable_fraction"),
             "client_cached_fraction": pc.get("observed_cached_fraction"),
             "client_requests_reporting": pc.get("requests_reporting")}
+
+
+def server_rates(entries: list[dict[str, Any]], concept: str) -> dict[str, tuple[list[int], list[float]]]:
+    """Per endpoint, a counter concept's rate between consecutive answered scrapes:
+    {url: (scrape times in ns, the rate over each interval between them)}, for the plots."""
+    by_url: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in entries:
+        if e.get("source") == "server" and e.get("ok"):
+            by_url[e["url"]].append(e)
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    for url, ok in by_url.items():
+        families = {f[0] for e in ok for f in e.get("families", [])}
+        server = server_metrics.detect(families)
+        family = server_metrics.resolve(server, families).get(concept) if server else None
+        if family is None or len(ok) < 2:
+            continue
+        values = [_counter_value(f[1]) if (f := _family_values(e).get(family)) else 0.0 for e in ok]
+        times = [e["t_ns"] for e in ok]
+        rates = [((v1 or 0.0) - (v0 or 0.0)) / max((t1 - t0) / 1e9, 1e-9)
+                 for t0, t1, v0, v1 in zip(times, times[1:], values, values[1:])]
+        out[url] = (times, rates)
+    return out

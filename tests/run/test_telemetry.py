@@ -262,8 +262,10 @@ def test_the_html_report_has_the_telemetry_section_and_its_plots(truth_run):
     run_dir, s, _ = truth_run
     page = render_html(load_run(run_dir, s))
     section = page[page.index("<h2>system under test (telemetry)</h2>"):page.index("<h2>plots</h2>")]
-    assert section.count("<img") == 2  # the server's queue vs the client's in flight, and the CPU
-    assert 'alt="server queue vs client in flight' in section and 'alt="harness CPU over time"' in section
+    # the server's queue vs the client's in flight, tokens/s from both sides, the harness's CPU
+    assert section.count("<img") == 3
+    for alt in ('alt="server queue vs client in flight', 'alt="tokens/s, server and client', 'alt="harness CPU over time"'):
+        assert alt in section, alt
     assert "TTFT split, mean ms" in section
 
 
