@@ -39,8 +39,20 @@ def _inside(samples: list[dict[str, Any]], start: int, end: int) -> list[dict[st
     return inside or [min(samples, key=lambda s: abs(s["t_ns"] - (start + end) // 2))]
 
 
-def _level(points: list[tuple[int, float]], start: int, end: int) -> dict[str, Any]:
-    """A gauge's samples inside the window (each holds until the next)."""
+class _Window:
+    """One source's answered samples against the timed window (no records: their own span)."""
+
+    def __init__(self, ok: list[dict[str, Any]], start: int | None, end: int | None) -> None:
+        self.start = ok[0]["t_ns"] if start is None else start
+        self.end = ok[-1]["t_ns"] if end is None else end
+        self.before, self.after = _bracket(ok, self.start, self.end)
+        self.inside = _inside(ok, self.start, self.end)
+        self.covered_s = (self.after["t_ns"] - self.before["t_ns"]) / 1e9
+
+
+def _level(points: list[tuple[int, float]], end: int) -> dict[str, Any]:
+    """A gauge's samples inside the window: the mean weighted by how long each held (until
+    the next, the last until the window's end); p50/p99 and max of the samples as read."""
     values = [v for _, v in points]
     weights = [max(1, (points[i + 1][0] if i + 1 < len(points) else end) - t) for i, (t, _) in enumerate(points)]
     ordered = np.sort(np.asarray(values, dtype=float))
@@ -96,13 +108,13 @@ def histogram_quantile(q: float, buckets: dict[float, float]) -> tuple[float, fl
     return lower, lower, lower
 
 
-def _series_figures(kind: str, family: str, before: dict, after: dict, inside: list[dict], start: int, end: int,
-                    covered_s: float, mean: bool = False) -> dict[str, Any] | None:
-    b, a = _family_values(before).get(family), _family_values(after).get(family)
+def _series_figures(kind: str, family: str, w: _Window, mean: bool = False) -> dict[str, Any] | None:
+    b, a = _family_values(w.before).get(family), _family_values(w.after).get(family)
+    covered_s = w.covered_s
     if kind == "gauge":
-        points = [(s["t_ns"], v) for s in inside
+        points = [(s["t_ns"], v) for s in w.inside
                   if (f := _family_values(s).get(family)) and (v := _total(f[1], mean=mean)) is not None]
-        return {"kind": "gauge", "family": family, **_level(points, start, end)} if points else None
+        return {"kind": "gauge", "family": family, **_level(points, w.end)} if points else None
     if a is None:
         return None
     # A series the server created during the window (a labelled counter's first request) is 0 before it.
@@ -125,7 +137,7 @@ def _series_figures(kind: str, family: str, before: dict, after: dict, inside: l
             found = histogram_quantile(q, delta) if count > 0 else None
             out[f"p{round(q * 100)}_s"] = found[0] if found else None
             # the +Inf bucket's upper bound is null (JSON has no infinity)
-            out[f"p{round(q * 100)}_bucket_s"] = [b if math.isfinite(b) else None for b in found[1:]] if found else None
+            out[f"p{round(q * 100)}_bucket_s"] = [x if math.isfinite(x) else None for x in found[1:]] if found else None
         return out
     return None
 
@@ -138,24 +150,20 @@ def _server(url: str, entries: list[dict[str, Any]], start: int | None, end: int
     if not ok:
         out.update(server=None, metrics={}, series={}, note="no scrape answered")
         return out
-    s0 = ok[0]["t_ns"] if start is None else start
-    s1 = ok[-1]["t_ns"] if end is None else end
-    before, after = _bracket(ok, s0, s1)
-    inside = _inside(ok, s0, s1)
-    covered_s = (after["t_ns"] - before["t_ns"]) / 1e9
+    w = _Window(ok, start, end)
     families = {f[0]: f[1] for e in ok for f in e.get("families", [])}
     server = server_metrics.detect(set(families))
-    out.update(server=server.name if server else None, covered_s=covered_s,
-               brackets_window=before["t_ns"] <= s0 and after["t_ns"] >= s1)
+    out.update(server=server.name if server else None, covered_s=w.covered_s,
+               brackets_window=w.before["t_ns"] <= w.start and w.after["t_ns"] >= w.end)
     metrics: dict[str, Any] = {}
     if server is not None:
         for concept, family in server_metrics.resolve(server, set(families)).items():
             c = server_metrics.CONCEPTS[concept]
-            figures = _series_figures(c.kind, family, before, after, inside, s0, s1, covered_s, c.mean)
+            figures = _series_figures(c.kind, family, w, c.mean)
             if figures is not None:
                 metrics[concept] = figures
         if server.count_for_sums:
-            count = _series_figures("counter", server.count_for_sums, before, after, inside, s0, s1, covered_s)
+            count = _series_figures("counter", server.count_for_sums, w)
             for concept, figures in metrics.items():
                 if figures["kind"] == "sum_us" and count and count["delta"] > 0:
                     figures["mean_per_request_s"] = figures["delta"] / 1e6 / count["delta"]
@@ -166,7 +174,7 @@ def _server(url: str, entries: list[dict[str, Any]], start: int | None, end: int
     for name in asked:
         family = name if name in families else next((f for f in families if f == name.removesuffix("_total")), None)
         kind = {"gauge": "gauge", "counter": "counter", "histogram": "histogram"}.get(families.get(family or ""), "")
-        figures = _series_figures(kind, family, before, after, inside, s0, s1, covered_s) if family and kind else None
+        figures = _series_figures(kind, family, w) if family and kind else None
         series[name] = figures or {"missing": f"not among the {len(families)} series the endpoint exposes, or of a "
                                               "type not summarised (untyped, summary, info)"}
     out.update(metrics=metrics, series=series)
@@ -177,14 +185,11 @@ def _host(entries: list[dict[str, Any]], start: int | None, end: int | None, thr
     ok = [e for e in entries if e.get("ok")]
     if not ok:
         return {"samples": 0, "note": "no host sample was taken"}
-    s0 = ok[0]["t_ns"] if start is None else start
-    s1 = ok[-1]["t_ns"] if end is None else end
-    before, after = _bracket(ok, s0, s1)
-    covered_s = (after["t_ns"] - before["t_ns"]) / 1e9
-    inside = _inside(ok, s0, s1)
+    w = _Window(ok, start, end)
+    before, after, covered_s = w.before, w.after, w.covered_s
     out: dict[str, Any] = {"samples": len(ok), "covered_s": covered_s,
-                           "rss_max_bytes": max(e["process"]["rss_bytes"] for e in inside),
-                           "mem_available_min_bytes": min(e["machine"]["mem_available_bytes"] for e in inside)}
+                           "rss_max_bytes": max(e["process"]["rss_bytes"] for e in w.inside),
+                           "mem_available_min_bytes": min(e["machine"]["mem_available_bytes"] for e in w.inside)}
     if covered_s <= 0:
         return out
     out["process_cores"] = (after["process"]["cpu_s"] - before["process"]["cpu_s"]) / covered_s
@@ -209,22 +214,18 @@ def _gpu(entries: list[dict[str, Any]], start: int | None, end: int | None, succ
     if not ok:
         errors = [e.get("error") for e in entries if not e.get("ok")]
         return {"devices": [], "absent": errors[0] if errors else "no GPU sample was taken"}
-    s0 = ok[0]["t_ns"] if start is None else start
-    s1 = ok[-1]["t_ns"] if end is None else end
-    before, after = _bracket(ok, s0, s1)
-    inside = _inside(ok, s0, s1)
-    covered_s = (after["t_ns"] - before["t_ns"]) / 1e9
+    w = _Window(ok, start, end)
     devices = []
-    for i, dev in enumerate(after["devices"]):
+    for i, dev in enumerate(w.after["devices"]):
         def level(key: str) -> dict[str, Any] | None:
-            points = [(e["t_ns"], e["devices"][i][key]) for e in inside if e["devices"][i].get(key) is not None]
-            return _level(points, s0, s1) if points else None
+            points = [(e["t_ns"], e["devices"][i][key]) for e in w.inside if e["devices"][i].get(key) is not None]
+            return _level(points, w.end) if points else None
 
-        e0, e1 = before["devices"][i].get("energy_j"), dev.get("energy_j")
+        e0, e1 = w.before["devices"][i].get("energy_j"), dev.get("energy_j")
         energy = e1 - e0 if e0 is not None and e1 is not None else None
         devices.append({"index": dev["index"], "name": dev.get("name"), "util_pct": level("util_pct"),
                         "mem_used_bytes": level("mem_used_bytes"), "power_w": level("power_w"),
-                        "energy_j": energy, "covered_s": covered_s})
+                        "energy_j": energy, "covered_s": w.covered_s})
     total = [d["energy_j"] for d in devices]
     energy_j = sum(total) if total and all(e is not None for e in total) else None
     return {"devices": devices, "energy_j": energy_j,

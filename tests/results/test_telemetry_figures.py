@@ -115,3 +115,20 @@ def test_prompt_cache_reuse_is_seen_from_the_server_and_from_the_dataset():
     assert views["expected_reusable_fraction"] == pytest.approx(views["server_prefix_hit_rate"])
     assert views["client_cached_fraction"] is None and views["client_requests_reporting"] == 0
     assert prompt_cache_views(tokens, {"metrics": {}}) is None  # a server with no cache counters: no view
+
+
+def test_gpu_energy_is_the_counters_delta_over_the_window_and_per_success():
+    # NVML's samples as harness.run.telemetry writes them (no GPU here: the arithmetic only)
+    def gpu(t_s: float, energy: tuple[float, float], util: float) -> dict:
+        return {"source": "gpu", "t_ns": int(t_s * S), "ok": True, "devices": [
+            {"index": i, "name": "H200", "util_pct": util, "mem_used_bytes": 2**30, "power_w": 300.0, "energy_j": e}
+            for i, e in enumerate(energy)]}
+
+    entries = [gpu(0, (1000.0, 5000.0), 0), gpu(1, (1300.0, 5300.0), 100), gpu(2, (1600.0, 5600.0), 50)]
+    tel = telemetry_summary(entries, (int(0.5 * S), int(1.5 * S)), [], {}, 40, None)
+    g = tel["gpu"]
+    assert [d["energy_j"] for d in g["devices"]] == [600.0, 600.0]  # bracketing samples t=0 and t=2
+    assert g["energy_j"] == 1200.0 and g["energy_j_per_success"] == 30.0
+    assert g["devices"][0]["util_pct"]["mean"] == 100.0  # the one sample inside the window
+    absent = telemetry_summary([{"source": "gpu", "ok": False, "error": "no NVIDIA GPU here"}], None, [], {}, 0, None)
+    assert absent["gpu"] == {"devices": [], "absent": "no NVIDIA GPU here"}
