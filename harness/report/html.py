@@ -59,8 +59,9 @@ def _telemetry(data: RunData, tel: dict[str, Any]) -> str:
     over time beside the client's own in-flight count."""
     body = "".join(f'<p class="note">telemetry: {_e(n)}</p>' for n in tel.get("notes") or [])
     body += "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in fig.telemetry_tables(tel))
-    threads = (folder.read_json(data.run_dir, folder.CHILD) or {}).get("threads") or {}
-    plots = telemetry_plots(folder.read_jsonl(data.run_dir, folder.TELEMETRY), data.columns, threads)
+    child = folder.read_json(data.run_dir, folder.CHILD) or {}
+    plots = telemetry_plots(folder.read_jsonl(data.run_dir, folder.TELEMETRY), data.columns, child.get("threads") or {},
+                            child.get("loop_lag_ms"))
     body += "".join(f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in plots.figures)
     return body + "".join(f'<p class="note">{_e(n)}</p>' for n in plots.notes)
 

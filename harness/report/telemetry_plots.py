@@ -25,7 +25,8 @@ def _shade_window(ax: Any, columns: Mapping[str, Any], t0: int) -> None:
     ax.axvspan(0, (int(columns["complete_ns"].max()) - t0) / 1e9, color="#eee", zorder=0, label="timed window")
 
 
-def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | None, threads: dict[str, str]) -> Plots:
+def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | None, threads: dict[str, str],
+                    loop_lag: dict[str, Any] | None = None) -> Plots:
     figures: list[tuple[str, str]] = []
     notes: list[str] = []
     if columns is None or not len(columns["issue_ns"]):
@@ -77,6 +78,14 @@ def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | 
             ax.plot((np.asarray(t) - t0) / 1e9, v, lw=1.5 if name == "test process" else 1, label=name)
         ax.axhline(1.0, color="#d62728", ls=":", lw=1, label="one core")
         ax.set_ylim(bottom=0)
+        lag = (loop_lag or {}).get("per_second_max")
+        if lag:
+            # the event loop's lateness on its own axis: a busy or starved loop runs late
+            right = ax.twinx()
+            right.step([(t - t0) / 1e9 for t, _ in lag], [v for _, v in lag], where="post", color="#9467bd",
+                       lw=1, ls="--", label="event loop lag, worst per second")
+            right.set_ylabel("event loop lag (ms)")
+            right.set_ylim(bottom=0)
         fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
         figures.append(("harness CPU over time", _png(fig)))
     gpus = [e for e in entries if e.get("source") == "gpu" and e.get("ok")]

@@ -248,6 +248,8 @@ def client_saturation(host: dict[str, Any] | None, loop_lag: dict[str, Any] | No
     """Whether the load generator itself may have bounded the result, from measured signals:
     a client thread busy near a whole core, the event loop running late. (LoadGen's own
     schedule falling behind is added by the summary, which has the rates.)"""
+    if loop_lag:  # its per-second series is for the plots (child.json), not the summary
+        loop_lag = {k: v for k, v in loop_lag.items() if k != "per_second_max"}
     signals = []
     if host and "threads" in host:
         signals += [f"thread {t['name']} was busy {t['cores']:.0%} of a core over the timed window"

@@ -113,6 +113,20 @@ def test_a_failed_scrape_is_a_gap_and_the_run_goes_on(truth_run):
     assert scrapes[0]["t_ns"] < c["issue_ns"].min() and scrapes[-1]["t_ns"] > c["complete_ns"].max()
 
 
+def test_the_loops_lag_is_on_the_records_clock(truth_run):
+    # the loop's time.monotonic() and the records' perf_counter_ns() are one clock here, so
+    # its per-second worst lateness spans the timed window, second for second
+    run_dir, s, _ = truth_run
+    lag = json.loads((run_dir / folder.CHILD).read_text())["loop_lag_ms"]
+    seconds = [t for t, _ in lag["per_second_max"]]
+    c = read_records(run_dir).columns
+    # the probe runs from just before the test to just after it; its buckets are whole seconds
+    assert seconds[0] <= c["issue_ns"].min() < seconds[0] + 3e9
+    assert abs(seconds[-1] - c["complete_ns"].max()) < 3e9
+    assert all(v < 50 for _, v in lag["per_second_max"])  # 25 requests a second: the loop keeps up
+    assert "per_second_max" not in s["telemetry"]["client"]["loop_lag_ms"]  # the series stays in child.json
+
+
 def test_host_telemetry_names_the_clients_threads(truth_run):
     _, s, _ = truth_run
     host = s["telemetry"]["host"]
