@@ -9,8 +9,10 @@ TORCH_PIN := torch==2.13.0
 # its own torch; SmolLM2 converted once into a Hugging Face folder (vLLM has no GGUF loader).
 VLLM_VENV := .vllm-venv
 VLLM_MODEL := .cache/smollm2-hf
+# MLServer for the real KServe v2 server with metrics; uvloop<0.22: its worker pool breaks on newer
+MLSERVER_VENV := .mlserver-venv
 
-.PHONY: run test install install-test install-vllm bench clean
+.PHONY: run test install install-test install-vllm install-mlserver bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,12 +38,20 @@ $(VLLM_MODEL)/config.json: $(VLLM_VENV)/.installed | install-test
 
 install-vllm: $(VLLM_MODEL)/config.json
 
+$(MLSERVER_VENV)/.installed:
+	$(PY) -m venv $(MLSERVER_VENV)
+	$(MLSERVER_VENV)/bin/pip install -q mlserver==1.7.1 mlserver-sklearn==1.7.1 'uvloop<0.22'
+	touch $@
+
+install-mlserver: $(MLSERVER_VENV)/.installed
+
 run: install
 	$(BIN)/harness run
 
-test: install-test install-vllm
+test: install-test install-vllm install-mlserver
 	$(BIN)/lint-imports  # the layer contracts of pyproject.toml (docs/architecture.md)
-	HARNESS_VLLM_PYTHON=$(VLLM_VENV)/bin/python HARNESS_VLLM_MODEL=$(VLLM_MODEL) $(BIN)/python -m pytest -q
+	HARNESS_VLLM_PYTHON=$(VLLM_VENV)/bin/python HARNESS_VLLM_MODEL=$(VLLM_MODEL) \
+	  HARNESS_MLSERVER_PYTHON=$(MLSERVER_VENV)/bin/python $(BIN)/python -m pytest -q
 
 bench: install-test
 	$(BIN)/python benchmarks/bench_core.py
@@ -49,4 +59,4 @@ bench: install-test
 	$(BIN)/python benchmarks/bench_records.py  # ~4 min: 10^6 and 10^7 records
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(MLSERVER_VENV) .cache build *.egg-info

@@ -9,7 +9,8 @@ Kinds:
     gauge      a level (requests waiting); summed over label sets, or averaged (`mean`)
                where it is a fraction (KV-cache usage per engine)
     counter    cumulative; the window's delta and rate
-    histogram  per-request seconds; the window's delta of buckets
+    histogram  per-request seconds; the window's delta of buckets (a summary, which has
+               none, gives its count and mean only)
     sum_us     a cumulative microsecond total (Triton's durations), read with a count
                counter as a mean per request
 """
@@ -119,6 +120,7 @@ SERVERS = (
     Server("mlserver", {
         "requests_succeeded": ("model_infer_request_success",),
         "requests_failed": ("model_infer_request_failure",),
+        "server_e2e": ("model_infer_request_duration",),  # a summary: count and mean, no buckets
     }),
 )
 

@@ -131,7 +131,8 @@ def _series_figures(kind: str, family: str, w: _Window, mean: bool = False) -> d
         delta = {le: b1.get(le, 0.0) - b0.get(le, 0.0) for le in b1}
         count = (_total(a[1], "_count") or 0.0) - (_total(b_samples, "_count") or 0.0)
         total = (_total(a[1], "_sum") or 0.0) - (_total(b_samples, "_sum") or 0.0)
-        out: dict[str, Any] = {"kind": "histogram", "family": family, "count": count, "interpolated": True,
+        # a summary has no buckets: its count and mean only, no interpolated percentiles
+        out: dict[str, Any] = {"kind": "histogram", "family": family, "count": count, "interpolated": bool(delta),
                                "mean_s": total / count if count > 0 else None}
         for q in (0.5, 0.9, 0.99):
             found = histogram_quantile(q, delta) if count > 0 else None
@@ -173,10 +174,11 @@ def _server(url: str, entries: list[dict[str, Any]], start: int | None, end: int
     series: dict[str, Any] = {}
     for name in asked:
         family = name if name in families else next((f for f in families if f == name.removesuffix("_total")), None)
-        kind = {"gauge": "gauge", "counter": "counter", "histogram": "histogram"}.get(families.get(family or ""), "")
+        kind = {"gauge": "gauge", "counter": "counter", "histogram": "histogram", "summary": "histogram"}.get(
+            families.get(family or ""), "")
         figures = _series_figures(kind, family, w) if family and kind else None
         series[name] = figures or {"missing": f"not among the {len(families)} series the endpoint exposes, or of a "
-                                              "type not summarised (untyped, summary, info)"}
+                                              "type not summarised (untyped, info, stateset)"}
     out.update(metrics=metrics, series=series)
     return out
 

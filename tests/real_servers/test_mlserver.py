@@ -1,0 +1,45 @@
+"""The kserve-v2 protocol against a real KServe v2 server with metrics, MLServer 1.7.1
+(tests/support/mlserver_server.py), beside the in-test one of tests/backends: the server's
+own counters over the window must equal what the harness sent, and its per-request time
+must fit inside the client's."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from harness.config.run_config import RunConfig
+from harness.run import runner
+from tests.support.mlserver_server import mlserver
+
+PYTHON = os.environ.get("HARNESS_MLSERVER_PYTHON")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    if not PYTHON:
+        pytest.fail("HARNESS_MLSERVER_PYTHON is unset: run `make test` (it builds .mlserver-venv)")
+    with mlserver(PYTHON, tmp_path_factory.mktemp("mlserver")) as urls:
+        yield urls
+
+
+def test_mlservers_counters_equal_what_the_harness_sent(server, tmp_path):
+    base, metrics = server
+    s = runner.run(RunConfig(
+        backend="http", scenario="Server", dataset="digits", target_qps=50, min_duration_s=2, min_query_count=50,
+        backend_options={"protocol": "kserve-v2", "url": base, "model_name": "digits", "warmup_requests": 0},
+        telemetry={"server": [metrics], "interval_s": 0.5},
+    ), tmp_path).summary  # fmt: skip
+    ours = s["harness"]
+    assert ours["success_rate"] == 1.0 and ours["samples"] >= 50
+    assert s["backend"]["server"]["name"] == "digits"
+    srv = s["telemetry"]["servers"][0]
+    assert srv["server"] == "mlserver" and srv["gaps"] == 0
+    m = srv["metrics"]
+    assert m["requests_succeeded"]["delta"] == ours["samples"]
+    assert m["requests_failed"]["delta"] == 0
+    e2e = m["server_e2e"]  # a summary: its count and mean
+    assert e2e["count"] == ours["samples"] and e2e["p50_s"] is None
+    assert 0 < e2e["mean_s"] * 1e3 < ours["latency_ms"]["mean"]  # the server's time is inside the client's
