@@ -78,7 +78,9 @@ def load_side(path: Path) -> Side:
 
 _BACKEND_KEYS = ("backend", "backend_options", "workers", "max_batch", "batch_timeout_ms")
 _DATASET_KEYS = ("dataset", "seed")
-_IGNORED_KEYS = ("name", "cost", "model")  # model: compared by its sha256, not its path
+# model: compared by its sha256, not its path; telemetry: sampled beside the test, in the
+# parent, so it changes no figure (benchmarks/bench_http.py --telemetry measures that)
+_IGNORED_KEYS = ("name", "cost", "model", "telemetry")
 _HARNESS_PACKAGES = ("loadgen-harness", "mlcommons-loadgen")
 CATEGORIES = ("scenario", "backend", "dataset", "model", "harness", "system")
 

@@ -298,3 +298,13 @@ def test_an_edited_telemetry_file_is_tampering(truth_run, tmp_path):
     result = check_run(copy, rebuild_dataset=False)
     assert result.exit_code == EXIT_TAMPERED
     assert {f.what: f.kind for f in result.findings}["telemetry.jsonl"] == "tampered"
+
+
+def test_a_run_with_telemetry_compares_with_one_without(tmp_path):
+    # telemetry is sampled beside the test: it is no difference of the scenario
+    from harness.analysis.compare import compare
+
+    common = dict(backend="synthetic", scenario="Offline", min_duration_s=0, min_query_count=2000, max_batch=8)
+    plain = runner.run(RunConfig(**common), tmp_path / "a").run_dir
+    sampled = runner.run(RunConfig(**common, telemetry={"host": True, "interval_s": 0.2}), tmp_path / "b").run_dir
+    assert compare([plain, sampled]).verdict == "comparable: identical settings, data, model, harness and system"
