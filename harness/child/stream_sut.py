@@ -50,6 +50,7 @@ import numpy as np
 from backends.base import StreamingBackend
 from harness.child.issue_queue import IssueQueue
 from harness.child.record_writer import RecordWriter
+from harness.results.stats import distribution
 
 if TYPE_CHECKING:
     from harness.child.stream_setup import EventLoopThread, PreparedDataset
@@ -158,12 +159,10 @@ class StreamingSUT:
         """The probe's lateness over the test, for child.json."""
         if not self.loop_lags:
             return None
-        lags = sorted(self.loop_lags)
+        lags = distribution(np.asarray(self.loop_lags), unit=1e-3, percentiles=(50, 99))  # s -> ms
         # The loop's clock is time.monotonic(), the records' perf_counter_ns() clock on
         # Linux (both CLOCK_MONOTONIC): each second's worst lateness plots on their timeline.
-        return {"period_ms": LAG_PERIOD_S * 1e3, "samples": len(lags), "p50": lags[len(lags) // 2] * 1e3,
-                "p99": lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1e3, "max": lags[-1] * 1e3,
-                "mean": sum(lags) / len(lags) * 1e3,
+        return {"period_ms": LAG_PERIOD_S * 1e3, "samples": len(self.loop_lags), **lags,
                 "per_second_max": [[sec * 1_000_000_000, late * 1e3] for sec, late in sorted(self._lag_seconds.items())]}
 
     # --- the loop ----------------------------------------------------------------------
