@@ -399,6 +399,14 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             telemetry["client"]["signals"].append(
                 f"LoadGen scheduled {rate['offered_per_s']:,.0f}/s of the {rate['target_per_s']:,.0f}/s target")
             telemetry["client"]["saturated"] = True
+        if telemetry["client"]["saturated"]:
+            # LoadGen's SUT is the harness's client and the server together: say which one
+            # bound the run, or "the SUT is saturated" reads as the server's limit.
+            summary["validity"]["reasons"].append(
+                "the load generator's own side could not keep up (" + "; ".join(telemetry["client"]["signals"])
+                + "): what the server itself can do is not measured by this run")
+            summary["validity"]["fixes"].append(
+                "run fewer streams per process, more client processes or a faster client machine (docs/telemetry.md)")
     return summary
 
 

@@ -218,6 +218,8 @@ def test_a_client_that_cannot_keep_up_is_called_saturated(burst_url, tmp_path):
     assert any(sig.startswith("the event loop ran late") for sig in client["signals"]), client
     assert client["loop_lag_ms"]["p50"] > 100
     assert any(line.startswith("CLIENT SATURATED") for line in headline(s, None))
+    # LoadGen's "the SUT is saturated" gets the part that was: the client
+    assert any(r.startswith("the load generator's own side could not keep up") for r in s["validity"]["reasons"])
     # a capacity search or sweep names it as the constraint that bound the point
     from harness.analysis.points import point_entry, verdict
 
@@ -232,6 +234,7 @@ def test_the_same_client_at_a_rate_it_keeps_up_with_is_not(burst_url, tmp_path):
     client = s["telemetry"]["client"]
     assert client["saturated"] is False, client
     assert not any(line.startswith("CLIENT SATURATED") for line in headline(s, None))
+    assert not any("load generator" in r for r in s["validity"]["reasons"])
 
 
 def test_gpu_telemetry_says_what_it_found(tmp_path):
