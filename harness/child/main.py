@@ -271,7 +271,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         "records_written": records.written,
         "threads": named_threads,
         # the event loop's lateness (HTTP and generative backends): is the client keeping up?
-        "loop_lag_ms": sut.loop_lag_ms() if hasattr(sut, "loop_lag_ms") else None,
+        "loop_lag_ms": sut.loop_lag_ms() if backend_cls.kind != "tensor" else None,
         # The child's high-water memory (LoadGen, backend, records), for the scale benchmark
         # and for users sizing a long run; ru_maxrss is in KiB on Linux.
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

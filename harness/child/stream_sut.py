@@ -110,8 +110,7 @@ class StreamingSUT:
         #: server, never reach tokens.jsonl or LoadGen's log); None: nothing to hide
         self._redact: Callable[[str], str] | None = backend.redact_text
         self._probing = True
-        self.loop_lags: list[float] = []  # seconds late, one a LAG_PERIOD_S
-        self._lag_seconds: dict[int, float] = {}  # whole second of the clock -> its worst lateness
+        self._lags: list[tuple[float, float]] = []  # (the loop's clock, seconds late), one a LAG_PERIOD_S
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
@@ -148,22 +147,23 @@ class StreamingSUT:
         so does every chunk timestamp it takes (docs/telemetry.md)."""
         now = self._loop.time()
         if due is not None:
-            late = max(0.0, now - due)
-            self.loop_lags.append(late)
-            second = int(now)
-            self._lag_seconds[second] = max(late, self._lag_seconds.get(second, 0.0))
+            self._lags.append((now, max(0.0, now - due)))
         if self._probing:
             self._loop.call_at(now + LAG_PERIOD_S, self._probe, now + LAG_PERIOD_S)
 
     def loop_lag_ms(self) -> dict[str, Any] | None:
         """The probe's lateness over the test, for child.json."""
-        if not self.loop_lags:
+        if not self._lags:
             return None
-        lags = distribution(np.asarray(self.loop_lags), unit=1e-3, percentiles=(50, 99))  # s -> ms
+        late = np.array([lag for _, lag in self._lags])
         # The loop's clock is time.monotonic(), the records' perf_counter_ns() clock on
         # Linux (both CLOCK_MONOTONIC): each second's worst lateness plots on their timeline.
-        return {"period_ms": LAG_PERIOD_S * 1e3, "samples": len(self.loop_lags), **lags,
-                "per_second_max": [[sec * 1_000_000_000, late * 1e3] for sec, late in sorted(self._lag_seconds.items())]}
+        worst: dict[int, float] = {}
+        for now, lag in self._lags:
+            worst[int(now)] = max(lag, worst.get(int(now), 0.0))
+        return {"period_ms": LAG_PERIOD_S * 1e3, "samples": len(late),
+                **distribution(late, unit=1e-3, percentiles=(50, 99)),  # s -> ms
+                "per_second_max": [[sec * 1_000_000_000, lag * 1e3] for sec, lag in sorted(worst.items())]}
 
     # --- the loop ----------------------------------------------------------------------
     def _enqueue(self, samples: list[Any], issued: int) -> None:
