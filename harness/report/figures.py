@@ -430,6 +430,7 @@ def system_rows(data: Any) -> list[list[str]]:
 #: how each server concept is shown: its label and the unit its figures are printed in
 _GAUGE_LABELS = {"queue_depth": "waiting (queue depth)", "running": "running", "kv_cache_usage": "KV-cache usage",
                  "prefix_cache_hit_rate": "prefix-cache hit rate"}
+_FRACTIONS = ("kv_cache_usage", "prefix_cache_hit_rate")  # gauges that are shares, shown in %
 _HIST_LABELS = {"server_queue_time": "queue time", "server_prefill_time": "prefill", "server_decode_time": "decode",
                 "server_ttft": "TTFT", "server_itl": "inter-token latency", "server_e2e": "end to end"}
 
@@ -454,16 +455,12 @@ def server_tables(server: dict[str, Any]) -> list[tuple[str, Table]]:
     """A scraped server's levels, counts and per-request times over the timed window."""
     m = server.get("metrics") or {}
     out: list[tuple[str, Table]] = []
-    levels = [[label_, _level(f["mean"], k in ("kv_cache_usage", "prefix_cache_hit_rate")),
-               _level(f["p50"], k in ("kv_cache_usage", "prefix_cache_hit_rate")),
-               _level(f["max"], k in ("kv_cache_usage", "prefix_cache_hit_rate"))]
+    levels = [[label_, *(_level(f[x], k in _FRACTIONS) for x in ("mean", "p50", "max"))]
               for k, label_ in _GAUGE_LABELS.items() if (f := m.get(k))]
     if levels:
         out.append(("server levels (time-weighted mean)", (["gauge", "mean", "p50", "max"], levels)))
     counts = [[k.replace("_", " "), num(f["delta"], 0), rate(f["rate_per_s"]) + (" (reset)" if f["reset"] else "")]
               for k, f in m.items() if f.get("kind") == "counter"]
-    if (hit := m.get("prefix_cache_hit_rate_window")) is not None:
-        counts.append(["prefix-cache hit rate", pct(hit["value"]), ""])
     if counts:
         out.append(("server counters (timed window)", (["counter", "delta", "per s"], counts)))
     times = [[label_, num(f["count"], 0), ms(f["mean_s"] * 1e3 if f["mean_s"] is not None else None),

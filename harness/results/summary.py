@@ -26,7 +26,7 @@ from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
-from harness.results.telemetry import latency_split, prompt_cache_views, telemetry_summary
+from harness.results.telemetry import telemetry_summary
 
 
 def percentiles_ms(values_ns: np.ndarray) -> dict[str, float | None]:
@@ -384,29 +384,21 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "backend": child.get("backend"),
         "dataset": child.get("dataset"),
     }
+    rate = rates(summary)
     summary["telemetry"] = telemetry = telemetry_summary(
         folder.read_jsonl(run_dir, folder.TELEMETRY), window, (config.get("telemetry") or {}).get("series", []),
         child.get("threads") or {}, ours.get("succeeded", 0), child.get("loop_lag_ms"),
+        tokens=summary["tokens"], harness=ours,
+        scheduled=(rate["offered_per_s"], rate["target_per_s"]) if rate["client_behind"] else None,
     )
-    if telemetry is not None:
-        for server in telemetry["servers"]:
-            server["latency_split"] = latency_split(summary["tokens"], ours, server)
-            server["prompt_cache"] = prompt_cache_views(summary["tokens"], server)
-        rate = rates(summary)
-        if rate["client_behind"]:
-            # With Python's GIL a starved issue thread waits rather than burns CPU: LoadGen's
-            # own schedule is the signal that does not depend on where the time went.
-            telemetry["client"]["signals"].append(
-                f"LoadGen scheduled {rate['offered_per_s']:,.0f}/s of the {rate['target_per_s']:,.0f}/s target")
-            telemetry["client"]["saturated"] = True
-        if telemetry["client"]["saturated"]:
-            # LoadGen's SUT is the harness's client and the server together: say which one
-            # bound the run, or "the SUT is saturated" reads as the server's limit.
-            summary["validity"]["reasons"].append(
-                "the load generator's own side could not keep up (" + "; ".join(telemetry["client"]["signals"])
-                + "): what the server itself can do is not measured by this run")
-            summary["validity"]["fixes"].append(
-                "run fewer streams per process, more client processes or a faster client machine (docs/telemetry.md)")
+    if telemetry is not None and telemetry["client"]["saturated"]:
+        # LoadGen's SUT is the harness's client and the server together: say which one
+        # bound the run, or "the SUT is saturated" reads as the server's limit.
+        summary["validity"]["reasons"].append(
+            "the load generator's own side could not keep up (" + "; ".join(telemetry["client"]["signals"])
+            + "): what the server itself can do is not measured by this run")
+        summary["validity"]["fixes"].append(
+            "run fewer streams per process, more client processes or a faster client machine (docs/telemetry.md)")
     return summary
 
 

@@ -39,6 +39,26 @@ def _inside(samples: list[dict[str, Any]], start: int, end: int) -> list[dict[st
     return inside or [min(samples, key=lambda s: abs(s["t_ns"] - (start + end) // 2))]
 
 
+def _answered(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each endpoint's answered scrapes, in order."""
+    by_url: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in entries:
+        if e.get("source") == "server" and e.get("ok"):
+            by_url[e["url"]].append(e)
+    return dict(by_url)
+
+
+def _families(ok: list[dict[str, Any]]) -> dict[str, str]:
+    """Every family an endpoint's scrapes exposed -> its type."""
+    return {f[0]: f[1] for e in ok for f in e.get("families", [])}
+
+
+def _known(families: dict[str, str]) -> tuple[server_metrics.Server | None, dict[str, str]]:
+    """The known server these families are, and concept -> its family there."""
+    server = server_metrics.detect(set(families))
+    return server, (server_metrics.resolve(server, set(families)) if server else {})
+
+
 class _Window:
     """One source's answered samples against the timed window (no records: their own span)."""
 
@@ -70,7 +90,7 @@ def _family_values(entry: dict[str, Any]) -> dict[str, tuple[str, list[list[Any]
 
 
 def _total(samples: list[list[Any]], suffix: str = "", mean: bool = False) -> float | None:
-    values = [s[2] for s in samples if s[0].endswith(suffix) and not s[0].endswith("_created")]
+    values = [s[2] for s in samples if s[0].endswith(suffix)]
     if not values:
         return None
     return sum(values) / len(values) if mean else sum(values)
@@ -143,34 +163,30 @@ def _series_figures(kind: str, family: str, w: _Window, mean: bool = False) -> d
     return None
 
 
-def _server(url: str, entries: list[dict[str, Any]], start: int | None, end: int | None,
-            asked: list[str]) -> dict[str, Any]:
+def _server(url: str, entries: list[dict[str, Any]], start: int | None, end: int | None, asked: list[str],
+            tokens: dict[str, Any] | None, harness: dict[str, Any]) -> dict[str, Any]:
     ok = [e for e in entries if e.get("ok")]
     out: dict[str, Any] = {"url": url, "scrapes": len(ok), "gaps": len(entries) - len(ok),
                            "gap_errors": sorted({e.get("error", "") for e in entries if not e.get("ok")})[:3]}
     if not ok:
-        out.update(server=None, metrics={}, series={}, note="no scrape answered")
+        out.update(server=None, metrics={}, series={}, note="no scrape answered", latency_split=None, prompt_cache=None)
         return out
     w = _Window(ok, start, end)
-    families = {f[0]: f[1] for e in ok for f in e.get("families", [])}
-    server = server_metrics.detect(set(families))
+    families = _families(ok)
+    server, concepts = _known(families)
     out.update(server=server.name if server else None, covered_s=w.covered_s,
                brackets_window=w.before["t_ns"] <= w.start and w.after["t_ns"] >= w.end)
     metrics: dict[str, Any] = {}
-    if server is not None:
-        for concept, family in server_metrics.resolve(server, set(families)).items():
-            c = server_metrics.CONCEPTS[concept]
-            figures = _series_figures(c.kind, family, w, c.mean)
-            if figures is not None:
-                metrics[concept] = figures
-        if server.count_for_sums:
-            count = _series_figures("counter", server.count_for_sums, w)
-            for concept, figures in metrics.items():
-                if figures["kind"] == "sum_us" and count and count["delta"] > 0:
-                    figures["mean_per_request_s"] = figures["delta"] / 1e6 / count["delta"]
-    hits, queries = metrics.get("prefix_cache_hits"), metrics.get("prefix_cache_queries")
-    if hits and queries and queries["delta"] > 0:
-        metrics["prefix_cache_hit_rate_window"] = {"kind": "ratio", "value": hits["delta"] / queries["delta"]}
+    for concept, family in concepts.items():
+        c = server_metrics.CONCEPTS[concept]
+        figures = _series_figures(c.kind, family, w, c.mean)
+        if figures is not None:
+            metrics[concept] = figures
+    if server is not None and server.count_for_sums:
+        count = _series_figures("counter", server.count_for_sums, w)
+        for figures in metrics.values():
+            if figures["kind"] == "sum_us" and count and count["delta"] > 0:
+                figures["mean_per_request_s"] = figures["delta"] / 1e6 / count["delta"]
     series: dict[str, Any] = {}
     for name in asked:
         family = name if name in families else next((f for f in families if f == name.removesuffix("_total")), None)
@@ -180,6 +196,8 @@ def _server(url: str, entries: list[dict[str, Any]], start: int | None, end: int
         series[name] = figures or {"missing": f"not among the {len(families)} series the endpoint exposes, or of a "
                                               "type not summarised (untyped, info, stateset)"}
     out.update(metrics=metrics, series=series)
+    out["latency_split"] = latency_split(tokens, harness, out)
+    out["prompt_cache"] = prompt_cache_views(tokens, out)
     return out
 
 
@@ -246,10 +264,13 @@ CLIENT_THREADS = ("LoadGen issue (main)", "event-loop", "records")
 LATE_LOOP_MS = 10.0
 
 
-def client_saturation(host: dict[str, Any] | None, loop_lag: dict[str, Any] | None) -> dict[str, Any]:
+def client_saturation(host: dict[str, Any] | None, loop_lag: dict[str, Any] | None,
+                      scheduled: tuple[float, float] | None = None) -> dict[str, Any]:
     """Whether the load generator itself may have bounded the result, from measured signals:
-    a client thread busy near a whole core, the event loop running late. (LoadGen's own
-    schedule falling behind is added by the summary, which has the rates.)"""
+    a client thread busy near a whole core, the event loop running late, LoadGen scheduling
+    clearly less than its target (`scheduled`: (offered, target) per second, when it did).
+    With Python's GIL a starved issue thread waits rather than burns CPU: LoadGen's own
+    schedule is the signal that does not depend on where the time went."""
     if loop_lag:  # its per-second series is for the plots (child.json), not the summary
         loop_lag = {k: v for k, v in loop_lag.items() if k != "per_second_max"}
     signals = []
@@ -259,18 +280,24 @@ def client_saturation(host: dict[str, Any] | None, loop_lag: dict[str, Any] | No
     if loop_lag and loop_lag["p50"] > LATE_LOOP_MS:
         signals.append(f"the event loop ran late: its {loop_lag['period_ms']:g} ms timer fired p50 "
                        f"{loop_lag['p50']:,.1f} ms late (p99 {loop_lag['p99']:,.1f} ms)")
+    if scheduled:
+        signals.append(f"LoadGen scheduled {scheduled[0]:,.0f}/s of the {scheduled[1]:,.0f}/s target")
     if not signals and not (host and "threads" in host):
         return {"saturated": None, "signals": [], "loop_lag_ms": loop_lag, "note": "CPU not measured: pass --telemetry host"}
     return {"saturated": bool(signals), "signals": signals, "loop_lag_ms": loop_lag}
 
 
 def telemetry_summary(entries: list[dict[str, Any]], window: tuple[int, int] | None, asked: list[str],
-                      threads: dict[str, str], succeeded: int, loop_lag: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The section, or None when the run sampled nothing."""
+                      threads: dict[str, str], succeeded: int, loop_lag: dict[str, Any] | None, *,
+                      tokens: dict[str, Any] | None = None, harness: dict[str, Any] | None = None,
+                      scheduled: tuple[float, float] | None = None) -> dict[str, Any] | None:
+    """The section, or None when the run sampled nothing. `tokens` and `harness`: the
+    summary's sections, for the TTFT split and the prompt cache; `scheduled`: see
+    client_saturation."""
     if not entries:
         return None
     start, end = window if window else (None, None)
-    by_url: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_url: dict[str, list[dict[str, Any]]] = defaultdict(list)  # failed scrapes too: the gaps
     for e in entries:
         if e.get("source") == "server":
             by_url[e["url"]].append(e)
@@ -280,10 +307,10 @@ def telemetry_summary(entries: list[dict[str, Any]], window: tuple[int, int] | N
     return {
         "window_s": (end - start) / 1e9 if window else None,
         "notes": [e["error"] for e in entries if e.get("source") == "note"],
-        "servers": [_server(url, es, start, end, asked) for url, es in by_url.items()],
+        "servers": [_server(url, es, start, end, asked, tokens, harness or {}) for url, es in by_url.items()],
         "host": host,
         "gpu": _gpu(gpu_entries, start, end, succeeded) if gpu_entries else None,
-        "client": client_saturation(host, loop_lag),
+        "client": client_saturation(host, loop_lag, scheduled),
     }
 
 
@@ -329,17 +356,12 @@ def server_levels(entries: list[dict[str, Any]]) -> dict[str, dict[str, tuple[li
     """Per endpoint, each gauge concept of its known server over time: {url: {concept: (t_ns, values)}},
     for the plots; failed scrapes are left out (a gap in the line, not a zero)."""
     out: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
-    by_url: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for e in entries:
-        if e.get("source") == "server" and e.get("ok"):
-            by_url[e["url"]].append(e)
-    for url, ok in by_url.items():
-        families = {f[0] for e in ok for f in e.get("families", [])}
-        server = server_metrics.detect(families)
+    for url, ok in _answered(entries).items():
+        server, concepts = _known(_families(ok))
         if server is None:
             continue
         levels: dict[str, tuple[list[int], list[float]]] = {}
-        for concept, family in server_metrics.resolve(server, families).items():
+        for concept, family in concepts.items():
             c = server_metrics.CONCEPTS[concept]
             if c.kind != "gauge":
                 continue
@@ -394,15 +416,9 @@ def prompt_cache_views(tokens: dict[str, Any] | None, server: dict[str, Any]) ->
 def server_rates(entries: list[dict[str, Any]], concept: str) -> dict[str, tuple[list[int], list[float]]]:
     """Per endpoint, a counter concept's rate between consecutive answered scrapes:
     {url: (scrape times in ns, the rate over each interval between them)}, for the plots."""
-    by_url: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for e in entries:
-        if e.get("source") == "server" and e.get("ok"):
-            by_url[e["url"]].append(e)
     out: dict[str, tuple[list[int], list[float]]] = {}
-    for url, ok in by_url.items():
-        families = {f[0] for e in ok for f in e.get("families", [])}
-        server = server_metrics.detect(families)
-        family = server_metrics.resolve(server, families).get(concept) if server else None
+    for url, ok in _answered(entries).items():
+        family = _known(_families(ok))[1].get(concept)
         if family is None or len(ok) < 2:
             continue
         values = [_counter_value(f[1]) if (f := _family_values(e).get(family)) else 0.0 for e in ok]
