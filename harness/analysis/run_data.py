@@ -65,6 +65,16 @@ class RunData:
     def rates(self) -> dict[str, Any]:
         return rates(self.summary)
 
+    @cached_property
+    def child(self) -> dict[str, Any]:
+        """child.json: what the test process resolved and measured (its threads, the loop's lag)."""
+        return folder.read_json(self.run_dir, folder.CHILD) or {}
+
+    @cached_property
+    def telemetry_entries(self) -> list[dict[str, Any]]:
+        """telemetry.jsonl's samples, for the plots over time ([] when the run took none)."""
+        return folder.read_jsonl(self.run_dir, folder.TELEMETRY)
+
 
 def _damaged(run_dir: Path, name: str, problem: str) -> ResultsError:
     return ResultsError(f"{run_dir / name} is damaged: {problem}")

@@ -16,7 +16,6 @@ from harness.analysis.run_data import RunData
 from harness.report import figures as fig
 from harness.report.plots import all_plots
 from harness.report.telemetry_plots import telemetry_plots
-from harness.results import folder
 from harness.results.token_metrics import itl_samples, read_token_entries
 
 _CSS = """
@@ -59,9 +58,8 @@ def _telemetry(data: RunData, tel: dict[str, Any]) -> str:
     over time beside the client's own in-flight count."""
     body = "".join(f'<p class="note">telemetry: {_e(n)}</p>' for n in tel.get("notes") or [])
     body += "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in fig.telemetry_tables(tel))
-    child = folder.read_json(data.run_dir, folder.CHILD) or {}
-    plots = telemetry_plots(folder.read_jsonl(data.run_dir, folder.TELEMETRY), data.columns, child.get("threads") or {},
-                            child.get("loop_lag_ms"))
+    plots = telemetry_plots(data.telemetry_entries, data.columns, data.child.get("threads") or {},
+                            data.child.get("loop_lag_ms"))
     body += "".join(f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in plots.figures)
     return body + "".join(f'<p class="note">{_e(n)}</p>' for n in plots.notes)
 
