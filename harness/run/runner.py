@@ -135,6 +135,8 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
             # stdin: a pipe the child reads to EOF, its portable sign that this process is gone.
             proc = subprocess.Popen([sys.executable, "-m", "harness.child", str(run_dir)], stdin=subprocess.PIPE)
             sampler = Sampler(run_dir, config.telemetry, proc.pid, telemetry_notes) if config.telemetry.enabled else None
+            if sampler is not None and sampler.gpu_error:
+                print(f"warning: telemetry gpu: {sampler.gpu_error}; the run has no GPU figures", file=sys.stderr)
             try:
                 stopper.watch(proc)
                 rc = proc.wait()

@@ -70,11 +70,6 @@ def check_endpoints(telemetry: Telemetry) -> list[str]:
         if not telemetry.optional:
             raise ConfigError(f"{line}; start the server, fix the URL, or pass --telemetry-optional to run without it")
         warnings.append(line)
-    if telemetry.gpu:
-        gpus = _Gpu()
-        if gpus.error:
-            warnings.append(f"telemetry gpu: {gpus.error}; the run has no GPU figures")
-        gpus.close()
     return warnings
 
 
@@ -159,6 +154,8 @@ class Sampler:
         for note in notes or []:
             self._write({"source": "note", "ok": False, "error": note})
         self._gpu: _Gpu | None = None
+        #: why the run has no GPU figures (no driver, no GPU), for the caller to say; None: none asked or found
+        self.gpu_error: str | None = None
         sources: list[tuple[dict[str, Any], Callable[[], dict[str, Any]]]] = []
         for url in telemetry.server:
             sources.append(({"source": "server", "url": url}, lambda url=url: {"families": scrape(url)}))
@@ -166,6 +163,7 @@ class Sampler:
             sources.append(({"source": "host", "pid": pid}, _host(pid)))
         if telemetry.gpu:
             self._gpu = _Gpu()
+            self.gpu_error = self._gpu.error
             if self._gpu.error:
                 self._write({"source": "gpu", "ok": False, "error": self._gpu.error})
             else:
