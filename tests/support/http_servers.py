@@ -101,8 +101,11 @@ class TruthMetrics:
 
         self.registry = CollectorRegistry()
         r = self.registry
-        self.running = Gauge("vllm:num_requests_running", "requests past their queue phase", registry=r)
-        self.waiting = Gauge("vllm:num_requests_waiting", "requests in their queue phase", registry=r)
+        #: requests open at the server and, of them, in their queue phase: the two gauges read them
+        self.open = self.queued = 0
+        Gauge("vllm:num_requests_running", "requests past their queue phase", registry=r).set_function(
+            lambda: self.open - self.queued)
+        Gauge("vllm:num_requests_waiting", "requests in their queue phase", registry=r).set_function(lambda: self.queued)
         self.prompt_tokens = Counter("vllm:prompt_tokens", "prompt tokens (words)", registry=r)
         self.generation_tokens = Counter("vllm:generation_tokens", "tokens sent", registry=r)
         self.success = Counter("vllm:request_success", "requests finished", ["finished_reason"], registry=r)
@@ -146,10 +149,14 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
 
     async def complete(request: web.Request) -> web.StreamResponse:
         open_requests[0] += 1
+        if metrics is not None:
+            metrics.open += 1
         try:
             return await _complete(request, open_requests[0])
         finally:
             open_requests[0] -= 1
+            if metrics is not None:
+                metrics.open -= 1
 
     async def _complete(request: web.Request, in_flight: int) -> web.StreamResponse:
         t0 = time.perf_counter()
@@ -170,20 +177,14 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                 await asyncio.sleep(delay)
 
         if metrics is not None:
-            metrics.waiting.inc()
-        await until(timing.queue_ms)
-        if metrics is not None:
-            metrics.waiting.dec()
-            metrics.running.inc()
-            metrics.queue.observe(timing.queue_ms / 1e3)
+            metrics.queued += 1
         try:
-            return await _respond(request, body, chat, text, behaviour, n, include_usage, ttft_ms, tpot_ms, until)
+            await until(timing.queue_ms)
         finally:
             if metrics is not None:
-                metrics.running.dec()
-
-    async def _respond(request: web.Request, body: dict[str, Any], chat: bool, text: str, behaviour: str, n: int,
-                       include_usage: bool, ttft_ms: float, tpot_ms: float, until: Any) -> web.StreamResponse:
+                metrics.queued -= 1
+        if metrics is not None:
+            metrics.queue.observe(timing.queue_ms / 1e3)
         if behaviour == "@no_headers":
             await asyncio.sleep(3600)
         if behaviour == "@http_503":
