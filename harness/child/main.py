@@ -132,8 +132,16 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     options = validate_backend_options(config, backend_cls.Options)
     if config.issue_inline and backend_cls.kind != "tensor":
         raise ConfigError(f"issue_inline serves tensor backends only; backend {config.backend!r} runs on an event loop")
-    workers, threads = resolve_workers(config, backend_cls.scales_with_host_cores(options))
-    backend = backend_cls(options)
+    pool = None
+    if config.distribute.enabled:  # backend replicas as Ray actors (harness.child.replicas)
+        from harness.child.replicas import ReplicaPool
+
+        pool = ReplicaPool(config, options)
+        workers, threads = pool.workers, pool.threads
+        backend: Any = pool  # answers load, inputs, predict, warmup, describe and close as a backend does
+    else:
+        workers, threads = resolve_workers(config, backend_cls.scales_with_host_cores(options))
+        backend = backend_cls(options)
     t0 = time.perf_counter()
     # Unset, max_batch is 1 at load: a backend that takes more by default batches freely,
     # so it sizes nothing by it, and only the loaded backend can say that (ORT: its inputs).
@@ -198,7 +206,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         # Offline defaults to more than one.
         inline = config.issue_inline
         if inline is None:  # the hand-off to a worker buys nothing with one query in flight
-            inline = config.scenario == "SingleStream" and workers == 1
+            inline = config.scenario == "SingleStream" and workers == 1 and pool is None
 
         sut = TensorSUT(
             backend,
@@ -213,6 +221,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
             coalesce_us=config.completion_coalesce_us,
             inline=inline,
             crash=lambda exc: crash(run_dir, records, exc),
+            replicas=pool,
         )
     else:
         sut = sut_factory(records, return_outputs, crash=lambda exc: crash(run_dir, records, exc))
@@ -247,6 +256,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     # the main thread is the one LoadGen issues from (its own threads are unnamed here).
     named_threads = {str(t.native_id): ("LoadGen issue (main)" if t is threading.main_thread() else t.name)
                      for t in threading.enumerate() if t.native_id is not None}
+    if pool is not None:  # where each replica runs, before the test: a fault test finds them here
+        folder.write_text(run_dir / folder.CLUSTER, json.dumps(pool.cluster(), indent=2))
     t0 = time.perf_counter()
     try:
         lg.StartTestWithLogSettings(lg_sut, qsl, settings, log_settings, str(run_dir / folder.AUDIT_CONFIG))
@@ -257,6 +268,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         progress.finish()
         lg.DestroySUT(lg_sut)
         lg.DestroyQSL(qsl)
+        if pool is not None:  # the replicas lost during the test too
+            folder.write_text(run_dir / folder.CLUSTER, json.dumps(pool.cluster(), indent=2))
         backend.close()
     return {
         "status": "complete",

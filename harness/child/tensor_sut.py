@@ -93,6 +93,7 @@ class TensorSUT:
         coalesce_us: float = 0.0,
         inline: bool = False,
         crash: Callable[[BaseException], None] | None = None,
+        replicas: Any = None,
     ) -> None:
         self.backend = backend
         self.dataset = dataset
@@ -114,6 +115,10 @@ class TensorSUT:
         # Called with an exception of the harness's own code (not the backend's): the child
         # ends the run as a crash. None (tests that drive the SUT directly): re-raised.
         self._crash = crash
+        # Replicas (harness.child.replicas.ReplicaPool): worker w calls its own replica's
+        # client; a call that finds the replica dead ends that worker (pool.on_lost decides
+        # whether the run goes on). None: every worker calls the one local backend.
+        self._replicas = replicas
         self._inline_held = _Held(make_response)  # never holds a result (nothing queues behind an inline call); keeps its blanks
         self._threads = [
             threading.Thread(target=self._work, args=(w,), name=f"worker-{w}", daemon=True)
@@ -185,7 +190,12 @@ class TensorSUT:
         cv = self._cv
         share = len(self._threads) > 1
         held = _Held(self._response)  # served, not yet completed to LoadGen
+        backend = self.backend if self._replicas is None else self._replicas.client(worker)
         while True:
+            if backend.lost if self._replicas is not None else False:  # a sibling found its replica dead
+                if held.responses:
+                    self._complete_held(held)
+                return
             items: Taken = ([], [], [])
             self._take(self.max_batch, items)
             if not items[0]:
@@ -205,7 +215,11 @@ class TensorSUT:
                     cv.notify()
             if self.batch_timeout_ns and len(items[0]) < self.max_batch:
                 self._fill(items)
-            self._serve(items, worker, held)
+            if self._serve(items, worker, held, backend) and backend is not self.backend and backend.lost:
+                if held.responses:
+                    self._complete_held(held)
+                self._replicas.on_lost(worker)  # raises to stop the run (a crash of this thread: see _work)
+                return
 
     def _complete_held(self, held: _Held) -> None:
         self._complete(held.responses)  # copies the output buffers the responses point to
@@ -230,7 +244,8 @@ class TensorSUT:
                     self._cv.wait(left / 1e9)
                 self._waiting -= 1
 
-    def _serve(self, items: Taken, worker: int, held: _Held) -> None:
+    def _serve(self, items: Taken, worker: int, held: _Held, backend: Any = None) -> bool:
+        """Serve one call; True when the backend failed it."""
         batch_id = next(self._batch_ids)
         dispatch = time.perf_counter_ns()
         error = ""
@@ -241,7 +256,7 @@ class TensorSUT:
         # (dataset.batch included) is a bug, and ends the run as a crash (see _work).
         batch = self.dataset.batch(indices)
         try:
-            outputs = self.backend.predict(batch)
+            outputs = (backend or self.backend).predict(batch)
             if self.return_outputs:
                 first = np.asarray(outputs[0])
                 if len(first) != n:
@@ -274,7 +289,8 @@ class TensorSUT:
         call = (tuple(ids), tuple(indices), tuple(issued), dispatch, done, batch_id, worker, status, error)
         if at_once:
             self.records.add(call)
-            return
+            return bool(error)
         held.add(responses, keep, call, done)
         if not hold:
             self._complete_held(held)
+        return bool(error)

@@ -79,6 +79,38 @@ class Telemetry(BaseModel):
         return bool(self.server or self.host or self.gpu)
 
 
+class Distribute(BaseModel):
+    """Backend replicas as Ray actors (docs/distribute.md): one LoadGen in the child drives them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address: str | None = Field(
+        None, description="a Ray cluster to join (ray://HOST:PORT, or auto); unset: a local Ray on loopback, "
+        "started by the run and stopped after it"
+    )
+    replicas: int = Field(0, ge=0, le=MAX_WORKERS, description="backend replicas, each a Ray actor holding one "
+                          "loaded backend; 0: the backend runs in the test process")
+    cpus_per_replica: float = Field(1.0, gt=0, le=1024, description="Ray CPUs per replica; also its backend's threads")
+    gpus_per_replica: float = Field(0.0, ge=0, le=64, description="Ray GPUs per replica")
+    placement: Literal["none", "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
+        "none", description="reserve the replicas as one Ray placement group with this strategy"
+    )
+    in_flight: int = Field(1, ge=1, le=64, description="calls queued at each replica at once: 2 overlaps the "
+                           "round trip with the next call (throughput); 1 keeps a call's service time its own")
+    on_replica_loss: Literal["continue", "stop"] = Field(
+        "continue", description="a replica that dies fails its in-flight samples; continue on the others, or stop "
+        "the run (incomplete, records kept)"
+    )
+    expect: dict[str, Any] | None = Field(
+        None, description="the cluster a rerun must find (set by `harness rerun` from cluster.json): nodes, "
+        "resources, Ray version; a difference refuses the run"
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.replicas > 0
+
+
 class RunConfig(BaseModel):
     """One LoadGen test. Units are in the key names."""
 
@@ -185,6 +217,9 @@ class RunConfig(BaseModel):
     telemetry: Telemetry = Field(
         default_factory=Telemetry, description="server metrics, host and GPU samples taken beside the test (docs/telemetry.md)"
     )
+    distribute: Distribute = Field(
+        default_factory=Distribute, description="backend replicas on Ray (docs/distribute.md)"
+    )
     slo: dict[str, float] | None = Field(
         None, description="per-request targets for goodput: ttft_ms, tpot_ms, e2e_ms (see docs/llm.md)"
     )
@@ -209,6 +244,9 @@ class RunConfig(BaseModel):
             )
         if self.concurrency and self.workers and self.workers != self.concurrency:
             raise ValueError(f"concurrency {self.concurrency} sets the workers of a tensor backend; drop workers={self.workers}")
+        if self.distribute.enabled and (self.workers or self.concurrency or self.issue_inline):
+            raise ValueError("with distribute.replicas the replicas serve the calls (replicas x in_flight at once): "
+                             "drop workers, concurrency and issue_inline")
         if self.issue_inline and self.workers and self.workers > 1:
             raise ValueError("issue_inline serves every query on LoadGen's thread; workers above 1 would stay idle")
         if self.offline_expected_qps and self.min_duration_s:

@@ -44,6 +44,7 @@ PARTIAL_RECORDS = "records.partial"
 TOKENS = "tokens.jsonl"
 STAGES = "stages.jsonl"
 TELEMETRY = "telemetry.jsonl"  # harness.run.telemetry: server, host and GPU samples taken beside the test
+CLUSTER = "cluster.json"  # harness.child.replicas: the Ray cluster and where each replica ran
 SUMMARY = "summary.json"
 COST = "cost.json"
 AGGREGATE = "aggregate.json"

@@ -26,6 +26,7 @@ from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
+from harness.results.replicas import replica_summary
 from harness.results.telemetry import telemetry_summary
 
 
@@ -384,6 +385,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "backend": child.get("backend"),
         "dataset": child.get("dataset"),
     }
+    summary["replicas"] = replica_summary(rec, folder.read_json(run_dir, folder.CLUSTER))
     rate = rates(summary)
     summary["telemetry"] = telemetry = telemetry_summary(
         folder.read_jsonl(run_dir, folder.TELEMETRY), window, (config.get("telemetry") or {}).get("series", []),

@@ -12,6 +12,7 @@ parent is stopped (Ctrl-C, SIGTERM, SIGHUP): see `_StopOnSignal`.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import os
 import signal
@@ -55,6 +56,8 @@ def resolve(config: RunConfig) -> RunConfig:
     if config.concurrency and backend_cls.kind == "tensor" and (config.max_batch or 1) > 1:
         raise ConfigError(f"concurrency {config.concurrency} keeps that many single requests in flight; "
                           f"max_batch {config.max_batch} would batch them: drop max_batch")
+    if config.distribute.enabled:
+        _check_distribute(config, backend_cls.kind)
     updates: dict[str, Any] = {}
     for key in ("model", "mlperf_conf", "user_conf"):
         value = getattr(config, key)
@@ -72,6 +75,15 @@ def resolve(config: RunConfig) -> RunConfig:
         # Written out explicitly with an absolute path (npy:/abs/dir, jsonl:/abs/p.jsonl).
         updates["dataset"] = str(dataset.with_path(dataset.path.resolve()))
     return config.model_copy(update=updates) if updates else config
+
+
+def _check_distribute(config: RunConfig, kind: str) -> None:
+    """Replicas need a tensor backend and the `ray` extra; both said before any folder is made."""
+    if kind != "tensor":
+        raise ConfigError(f"distribute.replicas serves tensor backends (onnxruntime, pytorch, synthetic); backend "
+                          f"{config.backend!r} runs on an event loop: scale it behind an HTTP server instead")
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError("distribute.replicas needs Ray: pip install 'loadgen-harness[ray]'")
 
 
 def new_results_dir(root: Path, label: str) -> Path:
@@ -213,7 +225,7 @@ def _finish(run_dir: Path, rc: int | None, status: dict[str, Any], manifest: dic
             " (harness check calls it incomplete); free space or pass --output-dir DIR"
         ) from e
     # Hash what the run produced, so `harness check` can tell an edited record or summary.
-    for produced in (folder.RECORDS, folder.SUMMARY, folder.TELEMETRY):
+    for produced in (folder.RECORDS, folder.SUMMARY, folder.TELEMETRY, folder.CLUSTER):
         if (run_dir / produced).is_file():
             manifest["sha256"][produced] = sha256_file(run_dir / produced)
     try:

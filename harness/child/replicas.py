@@ -1,0 +1,348 @@
+"""Backend replicas as Ray actors, served by the tensor SUT's worker threads.
+
+LoadGen stays in the child, one test per process; the backend does not. With
+`distribute.replicas: N` the child starts (or joins) a Ray cluster and places N actors,
+each holding one backend loaded with the run's options (`load` and the warm-up once per
+actor, `describe()` per actor). The tensor SUT then runs `N x in_flight` worker threads;
+worker `w` sends its batches to replica `w % N` and blocks in `ray.get`, which releases
+the GIL, so completion to LoadGen, the records and every timestamp stay in this process
+on the records' clock. A call's service time (dispatch -> complete) therefore includes
+the round trip to the actor; benchmarks/bench_ray.py measures it.
+
+A replica that dies (its process killed, its node lost) fails the calls it had in flight:
+those samples are completed to LoadGen and recorded as errors with the reason. Its
+workers then stop; the run goes on with the other replicas (`on_replica_loss:
+continue`) or ends as incomplete (`stop`, and always once no replica is left: LoadGen
+would wait forever for the queued samples).
+
+Where the replicas ran (node, address, process, GPUs) and the cluster's facts (Ray's
+version, its nodes and their resources) are returned by `cluster()` for cluster.json.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+from backends.base import BackendDescription, LoadContext, TensorSpec
+from harness.config.run_config import Distribute, RunConfig
+from harness.errors import BackendError, ConfigError, RunError
+
+#: a local Ray keeps to loopback and reports nothing home (DESIGN: Ray on one machine)
+LOCAL_NODE_IP = "127.0.0.2"
+#: how long placing and loading the replicas may take before the run is refused
+START_TIMEOUT_S = 300.0
+
+
+class ReplicaLost(Exception):
+    """A replica's actor died: the calls it had in flight fail with this reason."""
+
+
+class ReplicaActor:
+    """One backend instance inside a Ray actor (wrapped with `ray.remote` at start)."""
+
+    def __init__(self, backend: str, options: dict[str, Any]) -> None:
+        from harness.config import registry
+
+        cls = registry.get(backend)
+        self.backend = cls(cls.Options(**options))
+
+    def load(self, ctx: LoadContext) -> float:
+        t0 = time.perf_counter()
+        self.backend.load(ctx)
+        return time.perf_counter() - t0
+
+    def inputs(self) -> list[TensorSpec]:
+        return self.backend.inputs()
+
+    def batches_freely(self) -> bool:
+        return self.backend.batches_freely()
+
+    def predict(self, batch: dict[str, Any]) -> Any:
+        return self.backend.predict(batch)
+
+    def warmup(self, batch: dict[str, Any]) -> None:
+        self.backend.predict(batch)
+        self.backend.warmup(batch)
+
+    def describe(self) -> BackendDescription:
+        return self.backend.describe()
+
+    def where(self) -> dict[str, Any]:
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return {
+            "node_id": ctx.get_node_id(),
+            "address": ray.util.get_node_ip_address(),
+            "hostname": platform.node(),
+            "pid": os.getpid(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "cpu_count": os.cpu_count(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+        }
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class ReplicaClient:
+    """What one worker thread calls: a replica's `predict`, in this process.
+
+    A backend exception inside the actor comes back as itself (the records say
+    "ValueError: ...", as for a local backend); the actor's death is `ReplicaLost`, and
+    `lost` keeps the reason."""
+
+    def __init__(self, replica: int, actor: Any, where: dict[str, Any]) -> None:
+        self.replica = replica
+        self._actor = actor
+        self._where = where
+        self.lost: str | None = None
+
+    def predict(self, batch: dict[str, Any]) -> Any:
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        try:
+            return ray.get(self._actor.predict.remote(batch))
+        except RayTaskError as e:  # the backend raised inside the actor
+            cause = e.cause if isinstance(e.cause, BaseException) else None
+            raise (cause or RuntimeError(str(e).splitlines()[0])) from None
+        except RayActorError as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            self.lost = (f"replica {self.replica} (pid {self._where.get('pid')} on {self._where.get('address')}) "
+                         f"died: {first[:200]}")
+            raise ReplicaLost(self.lost) from None
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:
+        raise ConfigError("distribute.replicas needs Ray: pip install 'loadgen-harness[ray]'") from e
+    return ray
+
+
+class ReplicaPool:
+    """N backend replicas on Ray, presented to the child as one backend (load, inputs,
+    warm-up, describe, close) plus one `ReplicaClient` per worker thread."""
+
+    def __init__(self, config: RunConfig, options: Any) -> None:
+        self.config = config
+        self.spec: Distribute = config.distribute
+        self._options = options.model_dump()
+        self._actors: list[Any] = []
+        self.where: list[dict[str, Any]] = []
+        self.load_s: list[float] = []
+        self._clients: list[ReplicaClient] = []
+        self._started_ray = False
+        self._pg: Any = None
+        self._cluster: dict[str, Any] = {}
+        self._lost: set[int] = set()
+
+    @property
+    def workers(self) -> int:
+        return self.spec.replicas * self.spec.in_flight
+
+    @property
+    def threads(self) -> int:
+        return max(1, int(self.spec.cpus_per_replica))
+
+    # --- the backend's face, as the child uses it ------------------------------------
+    def load(self, ctx: LoadContext) -> None:
+        ray = _ray()
+        self._init(ray)
+        self._cluster = _cluster_facts(ray)
+        self._check_room(self._cluster)
+        self._check_expected(self._cluster)
+        options: dict[str, Any] = {"num_cpus": self.spec.cpus_per_replica, "num_gpus": self.spec.gpus_per_replica}
+        if self.spec.placement != "none":
+            from ray.util.placement_group import placement_group
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            bundle = {"CPU": self.spec.cpus_per_replica, **({"GPU": self.spec.gpus_per_replica} if self.spec.gpus_per_replica else {})}
+            self._pg = placement_group([bundle] * self.spec.replicas, strategy=self.spec.placement)
+            if not self._pg.wait(timeout_seconds=START_TIMEOUT_S):
+                raise ConfigError(f"Ray could not reserve {self.spec.replicas} x {bundle} as a {self.spec.placement} "
+                                  f"placement group in {START_TIMEOUT_S:.0f} s; the cluster has "
+                                  f"{self._cluster['resources']}")
+        remote = ray.remote(max_restarts=0, max_task_retries=0)(ReplicaActor)
+        for i in range(self.spec.replicas):
+            extra = dict(options)
+            if self._pg is not None:
+                extra["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                    placement_group=self._pg, placement_group_bundle_index=i)
+            self._actors.append(remote.options(name=None, **extra).remote(self.config.backend, self._options))
+        replica_ctx = LoadContext(ctx.model, ctx.max_batch, ctx.scenario, ctx.seed, self.threads)
+        try:
+            self.load_s = ray.get([a.load.remote(replica_ctx) for a in self._actors], timeout=START_TIMEOUT_S)
+            self.where = ray.get([a.where.remote() for a in self._actors], timeout=START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError as e:
+            raise ConfigError(f"{self.spec.replicas} replicas were not placed and loaded in {START_TIMEOUT_S:.0f} s; "
+                              f"the cluster has {self._cluster['resources']}") from e
+        except ray.exceptions.RayTaskError as e:
+            cause = e.cause
+            if isinstance(cause, Exception):
+                raise cause from None  # the backend's own error at load (ModelError...), one line
+            raise BackendError(f"a replica failed to load: {str(e).splitlines()[0]}") from None
+        # Described now: the child asks after the test, once the replicas are closed.
+        described = ray.get([a.describe.remote() for a in self._actors], timeout=START_TIMEOUT_S)
+        self._described: dict[str, Any] = {**described[0], "replicas": [{"replica": i, **d} for i, d in enumerate(described)]}
+        self._clients = [ReplicaClient(w % self.spec.replicas, self._actors[w % self.spec.replicas],
+                                       self.where[w % self.spec.replicas]) for w in range(self.workers)]
+
+    def inputs(self) -> list[TensorSpec]:
+        return _ray().get(self._actors[0].inputs.remote())
+
+    def batches_freely(self) -> bool:
+        return all(_ray().get([a.batches_freely.remote() for a in self._actors]))
+
+    def predict(self, batch: dict[str, Any]) -> Any:
+        return self._clients[0].predict(batch)
+
+    def warmup(self, batch: dict[str, Any]) -> None:
+        """Every replica warms up, not just the one that answered the child's first call."""
+        ray = _ray()
+        try:
+            ray.get([a.warmup.remote(batch) for a in self._actors], timeout=START_TIMEOUT_S)
+        except ray.exceptions.RayTaskError as e:
+            raise (e.cause if isinstance(e.cause, Exception) else RuntimeError(str(e).splitlines()[0])) from None
+
+    def describe(self) -> BackendDescription:
+        """Replica 0's description, with every replica's under "replicas"."""
+        return self._described  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if not self._started_ray and not self._actors:
+            return
+        ray = _ray()
+        for i, actor in enumerate(self._actors):
+            if i in self._lost:
+                continue
+            try:
+                ray.get(actor.close.remote(), timeout=30)
+            except Exception:  # noqa: BLE001 - a replica lost at the end changes no figure
+                pass
+            ray.kill(actor)
+        if self._pg is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self._pg)
+        if self._started_ray:
+            ray.shutdown()
+
+    # --- the workers' side ------------------------------------------------------------
+    def client(self, worker: int) -> ReplicaClient:
+        return self._clients[worker]
+
+    def replica_of(self, worker: int) -> int:
+        return worker % self.spec.replicas
+
+    def on_lost(self, worker: int) -> None:
+        """A worker's replica died: its calls failed; decide whether the run goes on.
+        Raises RunError (the run ends as incomplete, records kept) to stop it."""
+        client = self._clients[worker]
+        self._lost.add(client.replica)
+        for sibling in self._clients:  # its other workers stop before their next call
+            if sibling.replica == client.replica:
+                sibling.lost = sibling.lost or client.lost
+        left = self.spec.replicas - len(self._lost)
+        if self.spec.on_replica_loss == "stop":
+            raise RunError(f"{client.lost}; distribute.on_replica_loss is stop")
+        if left == 0:
+            raise RunError(f"{client.lost}; no replica is left to serve the queued samples")
+
+    def lost_replicas(self) -> list[int]:
+        return sorted(self._lost)
+
+    def cluster(self) -> dict[str, Any]:
+        """cluster.json: the cluster and where each replica ran."""
+        return {
+            **self._cluster,
+            "distribute": self.spec.model_dump(exclude={"expect"}),
+            "replicas": [{"replica": i, "workers": [w for w in range(self.workers) if w % self.spec.replicas == i],
+                          "load_s": self.load_s[i] if i < len(self.load_s) else None, **where}
+                         for i, where in enumerate(self.where)],
+            "lost": self.lost_replicas(),
+        }
+
+    # --- starting --------------------------------------------------------------------
+    def _init(self, ray: Any) -> None:
+        import logging
+
+        if ray.is_initialized():
+            return
+        if self.spec.address is None:
+            # A local cluster of this machine only: loopback, no usage report, no dashboard.
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            ray.init(include_dashboard=False, _node_ip_address=LOCAL_NODE_IP, log_to_driver=False,
+                     logging_level=logging.WARNING, configure_logging=False)
+        else:
+            try:
+                ray.init(address=self.spec.address, log_to_driver=False, logging_level=logging.WARNING,
+                         configure_logging=False)
+            except (ConnectionError, ValueError, RuntimeError) as e:
+                raise ConfigError(f"distribute.address {self.spec.address}: cannot join the Ray cluster: "
+                                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+        self._started_ray = True
+
+    def _check_room(self, cluster: dict[str, Any]) -> None:
+        """Refuse a request the cluster can never place, instead of waiting for it."""
+        have = cluster["resources"]
+        for key, each in (("CPU", self.spec.cpus_per_replica), ("GPU", self.spec.gpus_per_replica)):
+            need = each * self.spec.replicas
+            if need and need > have.get(key, 0):
+                raise ConfigError(f"distribute: {self.spec.replicas} replicas x {each:g} {key} = {need:g} {key}, but the "
+                                  f"Ray cluster has {have.get(key, 0):g}; lower distribute.replicas or "
+                                  f"distribute.{key.lower()}s_per_replica")
+
+    def _check_expected(self, cluster: dict[str, Any]) -> None:
+        """A rerun asks for the cluster its original ran on (`expect`, from cluster.json)."""
+        if not self.spec.expect:
+            return
+        differences = cluster_differences(self.spec.expect, cluster)
+        if differences:
+            raise ConfigError("this cluster differs from the one the run being repeated used: " + "; ".join(differences)
+                              + " (set distribute.expect=null to run anyway)")
+
+
+def _cluster_facts(ray: Any) -> dict[str, Any]:
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    return {
+        "ray_version": ray.__version__,
+        "python": platform.python_version(),
+        "driver": {"hostname": platform.node(), "pid": os.getpid(), "python": sys.version.split()[0]},
+        "resources": {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")},
+        "nodes": [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "hostname": n.get("NodeManagerHostname"),
+                   "resources": {k: v for k, v in n.get("Resources", {}).items() if k in ("CPU", "GPU")}}
+                  for n in nodes],
+    }
+
+
+def expected_cluster(cluster: dict[str, Any]) -> dict[str, Any]:
+    """What a rerun must find again: the count of nodes, each one's CPUs and GPUs, Ray's version."""
+    return {
+        "ray_version": cluster.get("ray_version"),
+        "nodes": sorted(({"CPU": n["resources"].get("CPU", 0), "GPU": n["resources"].get("GPU", 0)}
+                         for n in cluster.get("nodes", [])), key=lambda r: (r["CPU"], r["GPU"])),
+    }
+
+
+def cluster_differences(expect: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
+    """The differences, in words, between an expected cluster and this one."""
+    now = expected_cluster(cluster)
+    out = []
+    if expect.get("ray_version") != now["ray_version"]:
+        out.append(f"Ray {now['ray_version']} here, {expect.get('ray_version')} then")
+    then_nodes = expect.get("nodes") or []
+    if len(then_nodes) != len(now["nodes"]):
+        out.append(f"{len(now['nodes'])} nodes here, {len(then_nodes)} then")
+    elif then_nodes != now["nodes"]:
+        out.append(f"nodes' CPU/GPU {now['nodes']} here, {then_nodes} then")
+    return out
+
