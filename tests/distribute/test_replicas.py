@@ -1,0 +1,100 @@
+"""Backend replicas as Ray actors on a local Ray (loopback only): LoadGen in the child
+drives them, the figures agree with LoadGen's, and a replica killed mid-run fails only its
+in-flight samples while the other serves the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray", reason="the ray extra: pip install 'loadgen-harness[ray]'")
+
+from harness.config.run_config import RunConfig  # noqa: E402
+from harness.errors import ConfigError  # noqa: E402
+from harness.results.records import read_records  # noqa: E402
+from harness.run import runner  # noqa: E402
+
+
+def _config(**kw) -> RunConfig:
+    base = dict(backend="synthetic", backend_options={"service_time_ms": 2}, max_batch=4,
+                distribute={"replicas": 2}, min_duration_s=1.5)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+@pytest.mark.parametrize("scenario,extra", [("Offline", {"offline_expected_qps": 2000}),
+                                            ("Server", {"target_qps": 150, "min_query_count": 200})])
+def test_two_replicas_serve_the_run_and_agree_with_loadgen(tmp_path, scenario, extra):
+    out = runner.run(_config(scenario=scenario, **extra), tmp_path)
+    s = out.summary
+    assert s["status"] == "complete" and s["harness"]["success_rate"] == 1.0
+    if scenario == "Offline":
+        assert s["validity"]["result"] == "VALID"
+    assert s["harness"]["samples"] == s["loadgen"]["query_count"] * (1 if scenario == "Server" else s["harness"]["samples"])
+    assert abs(s["agreement"]["throughput"] - 1) < 0.05  # harness / LoadGen
+    p50_ours, p50_lg = s["harness"]["latency_ms"]["p50"], s["loadgen"]["latency_ms"]["p50"]
+    assert abs(p50_ours - p50_lg) < 0.05 * p50_lg + 0.2  # ms: LoadGen's latency and ours, same samples
+    cluster = json.loads((out.run_dir / "cluster.json").read_text())
+    assert cluster["ray_version"] and len(cluster["replicas"]) == 2
+    assert {n["address"] for n in cluster["nodes"]} == {"127.0.0.2"}  # loopback only
+    pids = {r["pid"] for r in cluster["replicas"]}
+    assert len(pids) == 2 and os.getpid() not in pids
+    replicas = s["replicas"]
+    assert [r["samples"] for r in replicas] and all(r["samples"] > 0 for r in replicas)
+    assert sum(r["samples"] for r in replicas) == s["harness"]["samples"]
+    workers = np.unique(np.asarray(read_records(out.run_dir).columns["worker"]))
+    assert set(workers.tolist()) == {0, 1}
+    assert len(s["backend"]["replicas"]) == 2
+
+
+def test_a_replica_killed_mid_run_fails_only_its_calls(tmp_path):
+    config = _config(scenario="Server", target_qps=100, min_duration_s=4, min_query_count=300, min_success_rate=0)
+    killed: list[int] = []
+
+    def kill_replica_one() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for cluster in tmp_path.glob("*/cluster.json"):
+                try:
+                    pid = json.loads(cluster.read_text())["replicas"][1]["pid"]
+                except (ValueError, KeyError, IndexError):
+                    continue
+                time.sleep(1.5)  # inside the timed test
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=kill_replica_one, daemon=True)
+    t.start()
+    out = runner.run(config, tmp_path)
+    t.join()
+    assert killed
+    s = out.summary
+    assert s["status"] == "complete"  # on_replica_loss: continue
+    lost = [r for r in s["replicas"] if r["lost"]]
+    assert [r["replica"] for r in lost] == [1]
+    assert 1 <= lost[0]["failed"] <= 2 * 4  # its in-flight call (and a sibling's), no more
+    assert s["replicas"][0]["failed"] == 0 and s["replicas"][0]["samples"] > s["replicas"][1]["samples"]
+    assert s["harness"]["failures_by_reason"] == {"ReplicaLost": lost[0]["failed"]}
+    rec = read_records(out.run_dir)
+    errors = {str(e) for e, st in zip(rec.columns["error"], rec.columns["status"]) if st != "ok"}
+    assert errors and all(f"replica 1 (pid {killed[0]} on 127.0.0.2) died" in e for e in errors), errors
+    assert s["harness"]["samples"] == s["loadgen"]["query_count"]  # every sample completed exactly once
+
+
+def test_a_request_the_cluster_cannot_place_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="replicas x 1 CPU = 64 CPU"):
+        runner.run(_config(scenario="Offline", distribute={"replicas": 64}), tmp_path)
+
+
+def test_replicas_refuse_an_event_loop_backend(tmp_path):
+    with pytest.raises(ConfigError, match="serves tensor backends"):
+        runner.run(RunConfig(backend="http", backend_options={"url": "http://127.0.0.1:9", "protocol": "openai-completions"}, distribute={"replicas": 2}),
+                   tmp_path)
