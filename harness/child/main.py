@@ -256,7 +256,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     # the main thread is the one LoadGen issues from (its own threads are unnamed here).
     named_threads = {str(t.native_id): ("LoadGen issue (main)" if t is threading.main_thread() else t.name)
                      for t in threading.enumerate() if t.native_id is not None}
-    if pool is not None:  # where each replica runs, before the test: a fault test finds them here
+    if pool is not None:  # before the test too: a run that crashes or is killed still says where its replicas ran
         folder.write_text(run_dir / folder.CLUSTER, json.dumps(pool.cluster(), indent=2))
     t0 = time.perf_counter()
     try:

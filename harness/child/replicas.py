@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 import time
 from typing import Any
 
 from backends.base import BackendDescription, LoadContext, TensorSpec
-from harness.config.run_config import Distribute, RunConfig
-from harness.errors import BackendError, ConfigError, RunError
+from harness.config.run_config import RAY_MISSING, Distribute, RunConfig
+from harness.errors import ConfigError, RunError
 
 #: a local Ray keeps to loopback and reports nothing home (DESIGN: Ray on one machine)
 LOCAL_NODE_IP = "127.0.0.2"
@@ -98,32 +97,39 @@ class ReplicaClient:
     `lost` keeps the reason."""
 
     def __init__(self, replica: int, actor: Any, where: dict[str, Any]) -> None:
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        self._get, self._task_error, self._actor_error = ray.get, RayTaskError, RayActorError
         self.replica = replica
         self._actor = actor
         self._where = where
         self.lost: str | None = None
 
     def predict(self, batch: dict[str, Any]) -> Any:
-        import ray
-        from ray.exceptions import RayActorError, RayTaskError
-
         try:
-            return ray.get(self._actor.predict.remote(batch))
-        except RayTaskError as e:  # the backend raised inside the actor
-            cause = e.cause if isinstance(e.cause, BaseException) else None
-            raise (cause or RuntimeError(str(e).splitlines()[0])) from None
-        except RayActorError as e:
+            return self._get(self._actor.predict.remote(batch))
+        except self._task_error as e:
+            raise _backend_error(e) from None
+        except self._actor_error as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             self.lost = (f"replica {self.replica} (pid {self._where.get('pid')} on {self._where.get('address')}) "
                          f"died: {first[:200]}")
             raise ReplicaLost(self.lost) from None
 
 
+def _backend_error(e: Exception) -> Exception:
+    """The backend's own exception that a Ray task raised inside an actor (ModelError,
+    ValueError...), so it reads as it would from a local backend."""
+    cause = getattr(e, "cause", None)
+    return cause if isinstance(cause, Exception) else RuntimeError(str(e).splitlines()[0])
+
+
 def _ray() -> Any:
     try:
         import ray
     except ImportError as e:
-        raise ConfigError("distribute.replicas needs Ray: pip install 'loadgen-harness[ray]'") from e
+        raise ConfigError(RAY_MISSING) from e
     return ray
 
 
@@ -132,7 +138,7 @@ class ReplicaPool:
     warm-up, describe, close) plus one `ReplicaClient` per worker thread."""
 
     def __init__(self, config: RunConfig, options: Any) -> None:
-        self.config = config
+        self._backend = config.backend
         self.spec: Distribute = config.distribute
         self._options = options.model_dump()
         self._actors: list[Any] = []
@@ -142,7 +148,6 @@ class ReplicaPool:
         self._started_ray = False
         self._pg: Any = None
         self._cluster: dict[str, Any] = {}
-        self._lost: set[int] = set()
 
     @property
     def workers(self) -> int:
@@ -158,7 +163,6 @@ class ReplicaPool:
         self._init(ray)
         self._cluster = _cluster_facts(ray)
         self._check_room(self._cluster)
-        self._check_expected(self._cluster)
         options: dict[str, Any] = {"num_cpus": self.spec.cpus_per_replica, "num_gpus": self.spec.gpus_per_replica}
         if self.spec.placement != "none":
             from ray.util.placement_group import placement_group
@@ -176,7 +180,7 @@ class ReplicaPool:
             if self._pg is not None:
                 extra["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                     placement_group=self._pg, placement_group_bundle_index=i)
-            self._actors.append(remote.options(name=None, **extra).remote(self.config.backend, self._options))
+            self._actors.append(remote.options(**extra).remote(self._backend, self._options))
         replica_ctx = LoadContext(ctx.model, ctx.max_batch, ctx.scenario, ctx.seed, self.threads)
         try:
             self.load_s = ray.get([a.load.remote(replica_ctx) for a in self._actors], timeout=START_TIMEOUT_S)
@@ -185,10 +189,7 @@ class ReplicaPool:
             raise ConfigError(f"{self.spec.replicas} replicas were not placed and loaded in {START_TIMEOUT_S:.0f} s; "
                               f"the cluster has {self._cluster['resources']}") from e
         except ray.exceptions.RayTaskError as e:
-            cause = e.cause
-            if isinstance(cause, Exception):
-                raise cause from None  # the backend's own error at load (ModelError...), one line
-            raise BackendError(f"a replica failed to load: {str(e).splitlines()[0]}") from None
+            raise _backend_error(e) from None  # the backend's own error at load (ModelError...): one line
         # Described now: the child asks after the test, once the replicas are closed.
         described = ray.get([a.describe.remote() for a in self._actors], timeout=START_TIMEOUT_S)
         self._described: dict[str, Any] = {**described[0], "replicas": [{"replica": i, **d} for i, d in enumerate(described)]}
@@ -210,7 +211,7 @@ class ReplicaPool:
         try:
             ray.get([a.warmup.remote(batch) for a in self._actors], timeout=START_TIMEOUT_S)
         except ray.exceptions.RayTaskError as e:
-            raise (e.cause if isinstance(e.cause, Exception) else RuntimeError(str(e).splitlines()[0])) from None
+            raise _backend_error(e) from None
 
     def describe(self) -> BackendDescription:
         """Replica 0's description, with every replica's under "replicas"."""
@@ -220,8 +221,9 @@ class ReplicaPool:
         if not self._started_ray and not self._actors:
             return
         ray = _ray()
+        lost = self.lost_replicas()
         for i, actor in enumerate(self._actors):
-            if i in self._lost:
+            if i in lost:
                 continue
             try:
                 ray.get(actor.close.remote(), timeout=30)
@@ -239,31 +241,27 @@ class ReplicaPool:
     def client(self, worker: int) -> ReplicaClient:
         return self._clients[worker]
 
-    def replica_of(self, worker: int) -> int:
-        return worker % self.spec.replicas
-
     def on_lost(self, worker: int) -> None:
         """A worker's replica died: its calls failed; decide whether the run goes on.
         Raises RunError (the run ends as incomplete, records kept) to stop it."""
         client = self._clients[worker]
-        self._lost.add(client.replica)
         for sibling in self._clients:  # its other workers stop before their next call
             if sibling.replica == client.replica:
                 sibling.lost = sibling.lost or client.lost
-        left = self.spec.replicas - len(self._lost)
+        left = self.spec.replicas - len(self.lost_replicas())
         if self.spec.on_replica_loss == "stop":
             raise RunError(f"{client.lost}; distribute.on_replica_loss is stop")
         if left == 0:
             raise RunError(f"{client.lost}; no replica is left to serve the queued samples")
 
     def lost_replicas(self) -> list[int]:
-        return sorted(self._lost)
+        return sorted({c.replica for c in self._clients if c.lost})
 
     def cluster(self) -> dict[str, Any]:
         """cluster.json: the cluster and where each replica ran."""
         return {
             **self._cluster,
-            "distribute": self.spec.model_dump(exclude={"expect"}),
+            "distribute": self.spec.model_dump(),
             "replicas": [{"replica": i, "workers": [w for w in range(self.workers) if w % self.spec.replicas == i],
                           "load_s": self.load_s[i] if i < len(self.load_s) else None, **where}
                          for i, where in enumerate(self.where)],
@@ -301,48 +299,14 @@ class ReplicaPool:
                                   f"Ray cluster has {have.get(key, 0):g}; lower distribute.replicas or "
                                   f"distribute.{key.lower()}s_per_replica")
 
-    def _check_expected(self, cluster: dict[str, Any]) -> None:
-        """A rerun asks for the cluster its original ran on (`expect`, from cluster.json)."""
-        if not self.spec.expect:
-            return
-        differences = cluster_differences(self.spec.expect, cluster)
-        if differences:
-            raise ConfigError("this cluster differs from the one the run being repeated used: " + "; ".join(differences)
-                              + " (set distribute.expect=null to run anyway)")
-
 
 def _cluster_facts(ray: Any) -> dict[str, Any]:
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     return {
         "ray_version": ray.__version__,
-        "python": platform.python_version(),
-        "driver": {"hostname": platform.node(), "pid": os.getpid(), "python": sys.version.split()[0]},
+        "driver": {"hostname": platform.node(), "pid": os.getpid(), "python": platform.python_version()},
         "resources": {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")},
         "nodes": [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "hostname": n.get("NodeManagerHostname"),
                    "resources": {k: v for k, v in n.get("Resources", {}).items() if k in ("CPU", "GPU")}}
                   for n in nodes],
     }
-
-
-def expected_cluster(cluster: dict[str, Any]) -> dict[str, Any]:
-    """What a rerun must find again: the count of nodes, each one's CPUs and GPUs, Ray's version."""
-    return {
-        "ray_version": cluster.get("ray_version"),
-        "nodes": sorted(({"CPU": n["resources"].get("CPU", 0), "GPU": n["resources"].get("GPU", 0)}
-                         for n in cluster.get("nodes", [])), key=lambda r: (r["CPU"], r["GPU"])),
-    }
-
-
-def cluster_differences(expect: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
-    """The differences, in words, between an expected cluster and this one."""
-    now = expected_cluster(cluster)
-    out = []
-    if expect.get("ray_version") != now["ray_version"]:
-        out.append(f"Ray {now['ray_version']} here, {expect.get('ray_version')} then")
-    then_nodes = expect.get("nodes") or []
-    if len(then_nodes) != len(now["nodes"]):
-        out.append(f"{len(now['nodes'])} nodes here, {len(then_nodes)} then")
-    elif then_nodes != now["nodes"]:
-        out.append(f"nodes' CPU/GPU {now['nodes']} here, {then_nodes} then")
-    return out
-

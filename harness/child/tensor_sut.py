@@ -148,11 +148,11 @@ class TensorSUT:
         t = time.perf_counter_ns()
         if len(query_samples) == 1:  # SingleStream: no slicing or comprehension frames
             s = query_samples[0]
-            self._serve(([s.id], [s.index], [t]), 0, self._inline_held)
+            self._serve(([s.id], [s.index], [t]), 0, self._inline_held, self.backend)
             return
         for start in range(0, len(query_samples), self.max_batch):
             part = query_samples[start : start + self.max_batch]
-            self._serve(([s.id for s in part], [s.index for s in part], [t] * len(part)), 0, self._inline_held)
+            self._serve(([s.id for s in part], [s.index for s in part], [t] * len(part)), 0, self._inline_held, self.backend)
 
     def flush(self) -> None:
         """LoadGen's flush_queries: nothing is held back, so nothing to do."""
@@ -190,9 +190,10 @@ class TensorSUT:
         cv = self._cv
         share = len(self._threads) > 1
         held = _Held(self._response)  # served, not yet completed to LoadGen
-        backend = self.backend if self._replicas is None else self._replicas.client(worker)
+        replica = None if self._replicas is None else self._replicas.client(worker)
+        backend = replica or self.backend
         while True:
-            if backend.lost if self._replicas is not None else False:  # a sibling found its replica dead
+            if replica is not None and replica.lost:  # this call, or a sibling's, found the replica dead
                 if held.responses:
                     self._complete_held(held)
                 return
@@ -215,11 +216,10 @@ class TensorSUT:
                     cv.notify()
             if self.batch_timeout_ns and len(items[0]) < self.max_batch:
                 self._fill(items)
-            if self._serve(items, worker, held, backend) and backend is not self.backend and backend.lost:
-                if held.responses:
+            if self._serve(items, worker, held, backend) and replica is not None and replica.lost:
+                if held.responses:  # recorded before on_lost may end the run
                     self._complete_held(held)
                 self._replicas.on_lost(worker)  # raises to stop the run (a crash of this thread: see _work)
-                return
 
     def _complete_held(self, held: _Held) -> None:
         self._complete(held.responses)  # copies the output buffers the responses point to
@@ -244,7 +244,7 @@ class TensorSUT:
                     self._cv.wait(left / 1e9)
                 self._waiting -= 1
 
-    def _serve(self, items: Taken, worker: int, held: _Held, backend: Any = None) -> bool:
+    def _serve(self, items: Taken, worker: int, held: _Held, backend: Backend) -> bool:
         """Serve one call; True when the backend failed it."""
         batch_id = next(self._batch_ids)
         dispatch = time.perf_counter_ns()
@@ -256,7 +256,7 @@ class TensorSUT:
         # (dataset.batch included) is a bug, and ends the run as a crash (see _work).
         batch = self.dataset.batch(indices)
         try:
-            outputs = (backend or self.backend).predict(batch)
+            outputs = backend.predict(batch)
             if self.return_outputs:
                 first = np.asarray(outputs[0])
                 if len(first) != n:

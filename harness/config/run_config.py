@@ -79,6 +79,10 @@ class Telemetry(BaseModel):
         return bool(self.server or self.host or self.gpu)
 
 
+#: one line for a run that asks for replicas where the `ray` extra is not installed
+RAY_MISSING = "distribute.replicas needs Ray: pip install 'loadgen-harness[ray]'"
+
+
 class Distribute(BaseModel):
     """Backend replicas as Ray actors (docs/distribute.md): one LoadGen in the child drives them."""
 
@@ -101,11 +105,6 @@ class Distribute(BaseModel):
         "continue", description="a replica that dies fails its in-flight samples; continue on the others, or stop "
         "the run (incomplete, records kept)"
     )
-    expect: dict[str, Any] | None = Field(
-        None, description="the cluster a rerun must find (set by `harness rerun` from cluster.json): nodes, "
-        "resources, Ray version; a difference refuses the run"
-    )
-
     @property
     def enabled(self) -> bool:
         return self.replicas > 0

@@ -14,13 +14,15 @@ from harness.results.records import Records
 from harness.results.stats import NS_PER_MS, distribution
 
 
-def replica_summary(rec: Records, cluster: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+def replica_summary(rec: Records | None, cluster: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     """One entry per replica: samples, failures, latency; None for a run without replicas."""
     if not cluster or not cluster.get("replicas"):
         return None
-    worker = np.asarray(rec.columns["worker"]) if len(rec) else np.zeros(0, dtype=np.int32)
-    ok = rec.ok() if len(rec) else np.zeros(0, dtype=bool)
-    latency = (np.asarray(rec.columns["complete_ns"]) - np.asarray(rec.columns["issue_ns"])) if len(rec) else np.zeros(0)
+    if rec is None or not len(rec):  # a run that crashed before its first record
+        worker, ok, latency = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=bool), np.zeros(0)
+    else:
+        c = rec.columns
+        worker, ok, latency = np.asarray(c["worker"]), rec.ok(), np.asarray(c["complete_ns"] - c["issue_ns"])
     lost = set(cluster.get("lost") or [])
     out = []
     for replica in cluster["replicas"]:

@@ -28,7 +28,7 @@ from typing import Any
 from harness import __version__
 from harness.config import registry
 from harness.config.loadgen_settings import check_conf_file, coalescing_default
-from harness.config.run_config import RunConfig, validate_backend_options
+from harness.config.run_config import RAY_MISSING, RunConfig, validate_backend_options
 from harness.data.hashing import sha256_file
 from harness.data.spec import parse_dataset_spec
 from harness.errors import BY_NAME, ConfigError, HarnessError, OutputError, RunError
@@ -83,7 +83,7 @@ def _check_distribute(config: RunConfig, kind: str) -> None:
         raise ConfigError(f"distribute.replicas serves tensor backends (onnxruntime, pytorch, synthetic); backend "
                           f"{config.backend!r} runs on an event loop: scale it behind an HTTP server instead")
     if importlib.util.find_spec("ray") is None:
-        raise ConfigError("distribute.replicas needs Ray: pip install 'loadgen-harness[ray]'")
+        raise ConfigError(RAY_MISSING)
 
 
 def new_results_dir(root: Path, label: str) -> Path:
