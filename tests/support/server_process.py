@@ -3,6 +3,7 @@ a stop that cannot hang (terminate, then kill)."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
@@ -38,6 +39,10 @@ def server_process(cmd: list[str], ready_url: str, log: Path, timeout_s: float, 
                     raise RuntimeError(f"{cmd[0]} not ready after {timeout_s:g} s:\n{log.read_text()[-3000:]}") from None
                 time.sleep(0.3)
         yield proc
+        if proc.poll() is not None:
+            # It died while the tests used it: they saw closed connections; this says why.
+            raise RuntimeError(f"{cmd[0]} died during the tests with exit code {proc.returncode}"
+                               f"{_signal_name(proc.returncode)}:\n{log.read_text()[-3000:]}")
     finally:
         proc.terminate()
         try:
@@ -45,3 +50,11 @@ def server_process(cmd: list[str], ready_url: str, log: Path, timeout_s: float, 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _signal_name(returncode: int) -> str:
+    """' (SIGILL)' for a process killed by a signal: an instruction the CPU lacks, a crash."""
+    try:
+        return f" ({signal.Signals(-returncode).name})" if returncode < 0 else ""
+    except ValueError:
+        return ""
