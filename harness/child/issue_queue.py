@@ -59,3 +59,11 @@ class IssueQueue(deque):
         else:
             run[1] = pos + 1
         return s.id, s.index, issued
+
+
+class ItemQueue(deque):
+    """Samples already unpacked, `(query id, dataset index, issue time)` each: what a client
+    shard receives from the process that holds LoadGen (harness.child.shard)."""
+
+    def take_one(self) -> tuple[int, int, int] | None:
+        return self.popleft() if self else None

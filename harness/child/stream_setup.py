@@ -18,7 +18,7 @@ import numpy as np
 
 from backends.base import Chunk, ResponseFormat, StreamingBackend
 from harness.child.record_writer import RecordWriter
-from harness.child.stream_sut import StreamingSUT
+from harness.child.stream_sut import LoadGenOutlet, StreamingSUT
 from harness.config.run_config import RunConfig
 from harness.data.datasets import Dataset
 from harness.errors import BackendError, ConfigError
@@ -93,18 +93,30 @@ class StreamingFactory:
     ) -> StreamingSUT:
         import mlperf_loadgen as lg
 
+        outlet = LoadGenOutlet(lg, self.runner.loop, tokens=self.backend.produces_tokens, return_outputs=return_outputs)
+        return self.sut(records, outlet, return_outputs, crash)
+
+    def sut(self, records: Any, outlet: Any, return_outputs: bool, crash: Callable[[BaseException], None] | None,
+            max_in_flight: int | None = None, **kw: Any) -> StreamingSUT:
+        """The SUT over any outlet: LoadGen's here, a client shard's in harness.child.shard."""
         return StreamingSUT(
             self.backend,
             self.dataset,
             records,
             self.runner,
-            lg,
+            outlet,
             tokens=self.backend.produces_tokens,
-            first_token_calls=bool(self.config.use_token_latencies) and self.config.scenario != "Offline",
+            first_token_calls=first_token_calls(self.config),
             return_outputs=return_outputs,
-            max_in_flight=in_flight_limit(self.config.concurrency, self.backend.max_in_flight),
+            max_in_flight=max_in_flight or in_flight_limit(self.config.concurrency, self.backend.max_in_flight),
             crash=crash,
+            **kw,
         )
+
+
+def first_token_calls(config: RunConfig) -> bool:
+    """LoadGen gets FirstTokenComplete calls in token mode, except Offline (it has no TTFT)."""
+    return bool(config.use_token_latencies) and config.scenario != "Offline"
 
 
 def in_flight_limit(concurrency: int | None, backend_limit: int | None) -> int | None:
@@ -126,24 +138,28 @@ def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int) 
     One event loop serves every request whatever `workers` says: the loop is I/O bound,
     and a second loop would only split the pool and add a thread contending for the GIL.
     """
-    if backend.takes_prompts:
-        from harness.data.prompts import build_prompt_dataset
-        from harness.results.slo import parse_slo
-
-        parse_slo(config.slo)  # a wrong target key stops the run before the test, not after it
-        # The backend's own tokenizer, when it has one, so lengths count in its tokens.
-        source: Dataset = build_prompt_dataset(config.dataset, config.seed, backend.count_tokens)
-    else:
-        from harness.data.datasets import build_tensor_dataset
-
-        source = build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
-    dataset = PreparedDataset(source, backend.prepare)
+    dataset = PreparedDataset(build_source(config, backend), backend.prepare)
     runner = EventLoopThread()
     t0 = time.perf_counter()
     output = runner.run(_warmup(backend, dataset, backend.options.warmup_requests))
     factory = StreamingFactory(config, backend, dataset, runner, output)
     factory.warmup_s = time.perf_counter() - t0  # the child reports it as the run's warm-up
     return dataset, factory
+
+
+def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
+    """The run's dataset for a loaded streaming backend: prompts (lengths in the backend's
+    tokens when it has a tokenizer) or tensors shaped by its inputs."""
+    if backend.takes_prompts:
+        from harness.data.prompts import build_prompt_dataset
+        from harness.results.slo import parse_slo
+
+        parse_slo(config.slo)  # a wrong target key stops the run before the test, not after it
+        # The backend's own tokenizer, when it has one, so lengths count in its tokens.
+        return build_prompt_dataset(config.dataset, config.seed, backend.count_tokens)
+    from harness.data.datasets import build_tensor_dataset
+
+    return build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
 
 
 def warmup_request(dataset: Dataset, i: int) -> Any:

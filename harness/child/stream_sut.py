@@ -16,10 +16,12 @@ validator verdict ("valid") when the sample has one, the server's cached prompt 
 (usage.prompt_tokens_details.cached_tokens) when it reports them, and any figures a
 backend measured itself (a chunk with `metrics`, e.g. its KV-cache bytes).
 
-Completions (and first tokens) that finish in the same loop iteration are coalesced into
-one `QuerySamplesComplete` (`FirstTokenComplete`) call, made after the iteration. Every
-issued sample is completed exactly once: a failed request is completed with no data and
-recorded with status "error" and "reason: detail", so it never counts as a fast success.
+Completions (and first tokens) go to an outlet. `LoadGenOutlet` coalesces those that
+finish in the same loop iteration into one `QuerySamplesComplete` (`FirstTokenComplete`)
+call, made after the iteration; a client shard's outlet (harness.child.shard) sends them
+to the process that holds LoadGen instead. Every issued sample is completed exactly once:
+a failed request is completed with no data and recorded with status "error" and
+"reason: detail", so it never counts as a fast success.
 
 Failed request or harness bug: only the backend's own code is guarded per request (its
 `stream()` call and each step of the stream, where it talks to its server and parses the
@@ -48,54 +50,116 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from backends.base import StreamingBackend
-from harness.child.issue_queue import IssueQueue
+from harness.child.issue_queue import IssueQueue, ItemQueue
 from harness.child.record_writer import RecordWriter
 from harness.results.stats import distribution
 
 if TYPE_CHECKING:
     from harness.child.stream_setup import EventLoopThread, PreparedDataset
 
-_now = time.perf_counter_ns
-
-
 #: how often the event loop's lag probe fires: 20 wake-ups a second cost the loop ~0.01 %
 LAG_PERIOD_S = 0.05
 
 
+class LoadGenOutlet:
+    """Completions to LoadGen, coalesced per loop iteration: first tokens and completions
+    that finish in one iteration go in one `FirstTokenComplete` and one
+    `QuerySamplesComplete` call, made after it (call_soon)."""
+
+    def __init__(self, lg: Any, loop: asyncio.AbstractEventLoop, *, tokens: bool, return_outputs: bool) -> None:
+        self._lg = lg
+        self._loop = loop
+        self._response = lg.QuerySampleResponse
+        self._tokens = tokens
+        self._return_outputs = return_outputs
+        self._firsts: list[Any] = []
+        self._done: list[Any] = []
+        self._keep: list[Any] = []  # response buffers, alive until LoadGen has copied them
+        self._flush_pending = False
+
+    def first(self, qid: int, text: str) -> None:
+        if self._return_outputs and text:
+            buf = np.frombuffer(text.encode(), dtype=np.uint8)
+            self._keep.append(buf)
+            self._firsts.append(self._response(qid, buf.ctypes.data, buf.nbytes))
+        else:
+            self._firsts.append(self._response(qid, 0, 0))
+        self._schedule()
+
+    def complete(self, qid: int, data: Any, n_tokens: int) -> None:
+        if data is None:
+            ptr = size = 0
+        else:
+            buf = np.frombuffer(data.encode(), dtype=np.uint8) if isinstance(data, str) else np.ascontiguousarray(data)
+            self._keep.append(buf)
+            ptr, size = buf.ctypes.data, buf.nbytes
+        if self._tokens:
+            self._done.append(self._response(qid, ptr, size, n_tokens))
+        else:
+            self._done.append(self._response(qid, ptr, size))
+        self._schedule()
+
+    def unserved(self, qid: int, first_sent: bool, first_token_calls: bool) -> None:
+        """Complete `qid` with no data and no request: only ever after a crash."""
+        if first_token_calls and not first_sent:
+            self._firsts.append(self._response(qid, 0, 0))
+        self._done.append(self._response(qid, 0, 0, 2) if self._tokens else self._response(qid, 0, 0))
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._flush_pending:
+            self._flush_pending = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        firsts, done, keep = self._firsts, self._done, self._keep
+        self._firsts, self._done, self._keep = [], [], []
+        # First tokens before completions: LoadGen needs a sample's TTFT before its end.
+        if firsts:
+            self._lg.FirstTokenComplete(firsts)
+        if done:
+            self._lg.QuerySamplesComplete(done)
+        del keep
+
+
 class StreamingSUT:
+    """`outlet` receives first tokens and completions (`LoadGenOutlet`, or a shard's);
+    `clock` stamps every time (a client shard's may be corrected to the driver's clock);
+    `worker` goes in each record's worker column (the client shard's index)."""
+
     def __init__(
         self,
         backend: StreamingBackend,
         dataset: PreparedDataset,
         records: RecordWriter,
         runner: EventLoopThread,
-        lg: Any,
+        outlet: Any,
         *,
         tokens: bool,
         first_token_calls: bool,
         return_outputs: bool,
         max_in_flight: int | None,
         crash: Callable[[BaseException], None] | None = None,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        worker: int = 0,
     ) -> None:
         self.backend = backend
         self.dataset = dataset
         self.records = records
         self.runner = runner
         self._loop = runner.loop
-        self._lg = lg
-        self._response = lg.QuerySampleResponse
+        self._out = outlet
         self.tokens = tokens
         self.first_token_calls = first_token_calls
         self.return_outputs = return_outputs
         self._limit = max_in_flight or sys.maxsize
-        self._queue = IssueQueue()
+        self._queue: IssueQueue | ItemQueue = IssueQueue()
         self._active = 0
         self._tasks: set[asyncio.Task[None]] = set()  # strong refs: the loop keeps only weak ones
-        self._firsts: list[Any] = []
-        self._done: list[Any] = []
-        self._keep: list[Any] = []  # response buffers, alive until LoadGen has copied them
-        self._flush_pending = False
-        self._ids = iter(range(1 << 62))
+        self._now = clock
+        self.worker = worker
+        self._ids = iter(range(worker << 40, 1 << 62))  # one request a batch id, unique across client shards
         self.failed = 0
         #: called with a bug of the harness's own code on the request path (the child's
         #: crash handler: error.json, records kept, exit); None: see `crashed`
@@ -114,7 +178,15 @@ class StreamingSUT:
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
-        self._loop.call_soon_threadsafe(self._enqueue, query_samples, _now())
+        self._loop.call_soon_threadsafe(self._enqueue, query_samples, self._now())
+
+    def put_items(self, items: list[tuple[int, int, int]]) -> None:
+        """(query id, dataset index, issue time) samples, on the loop: a client shard's
+        samples, issued by LoadGen in the driver and forwarded here."""
+        if not isinstance(self._queue, ItemQueue):
+            self._queue = ItemQueue()
+        self._queue.extend(items)
+        self._start_workers()
 
     def flush(self) -> None:
         """LoadGen's flush_queries: nothing is held back, so nothing to do."""
@@ -151,23 +223,21 @@ class StreamingSUT:
         if self._probing:
             self._loop.call_at(now + LAG_PERIOD_S, self._probe, now + LAG_PERIOD_S)
 
+    @property
+    def lags(self) -> list[tuple[float, float]]:
+        """The probe's (the loop's clock, seconds late) pairs, one a LAG_PERIOD_S."""
+        return self._lags
+
     def loop_lag_ms(self) -> dict[str, Any] | None:
         """The probe's lateness over the test, for child.json."""
-        if not self._lags:
-            return None
-        late = np.array([lag for _, lag in self._lags])
-        # The loop's clock is time.monotonic(), the records' perf_counter_ns() clock on
-        # Linux (both CLOCK_MONOTONIC): each second's worst lateness plots on their timeline.
-        worst: dict[int, float] = {}
-        for now, lag in self._lags:
-            worst[int(now)] = max(lag, worst.get(int(now), 0.0))
-        return {"period_ms": LAG_PERIOD_S * 1e3, "samples": len(late),
-                **distribution(late, unit=1e-3, percentiles=(50, 99)),  # s -> ms
-                "per_second_max": [[sec * 1_000_000_000, lag * 1e3] for sec, lag in sorted(worst.items())]}
+        return lag_summary(self._lags)
 
     # --- the loop ----------------------------------------------------------------------
     def _enqueue(self, samples: list[Any], issued: int) -> None:
         self._queue.put(samples, issued)
+        self._start_workers()
+
+    def _start_workers(self) -> None:
         while self._active < self._limit:
             item = self._queue.take_one()
             if item is None:
@@ -191,6 +261,7 @@ class StreamingSUT:
             self._active -= 1
 
     async def _serve(self, qid: int, index: int, issued: int) -> None:
+        _now = self._now
         first_token = 0
         completed = False
         stream: Any = None
@@ -215,7 +286,7 @@ class StreamingSUT:
                             if not first_token:
                                 first_token = t
                                 if self.first_token_calls:
-                                    self._first(qid, chunk.text)
+                                    self._out.first(qid, chunk.text)
                             times.append(t)
                             counts.append(chunk.n_tokens)
                             texts.append(chunk.text)
@@ -251,7 +322,7 @@ class StreamingSUT:
                 # per sample. So a failed sample reports its failure time as first token and
                 # at least 2 tokens; the harness's own figures exclude it entirely.
                 if self.first_token_calls and not first_token:
-                    self._first(qid, "")
+                    self._out.first(qid, "")
                 lg_tokens = max(n_tokens, 2)
             elif output is not None:
                 data = output
@@ -261,11 +332,12 @@ class StreamingSUT:
                     data = self._redact(data)
             else:
                 data = None
-            self._complete(qid, data, lg_tokens)
+            self._out.complete(qid, data, lg_tokens)
             completed = True
             status = "error" if error else "ok"
             self.records.add(
-                (qid, index, issued, dispatch, first_byte, first_token, done, n_tokens, input_tokens, next(self._ids), 0, status, error)
+                (qid, index, issued, dispatch, first_byte, first_token, done, n_tokens, input_tokens, next(self._ids),
+                 self.worker, status, error)
             )
             if self.tokens or retries:
                 text = "".join(texts)
@@ -313,49 +385,24 @@ class StreamingSUT:
 
     def _unserved(self, qid: int, first_sent: bool) -> None:
         """Complete `qid` to LoadGen with no data and no request: only ever after a crash."""
-        if self.first_token_calls and not first_sent:
-            self._firsts.append(self._response(qid, 0, 0))
-        self._done.append(self._response(qid, 0, 0, 2) if self.tokens else self._response(qid, 0, 0))
-        self._schedule()
+        self._out.unserved(qid, first_sent, self.first_token_calls)
 
-    # --- completion, coalesced per loop iteration --------------------------------------
-    def _first(self, qid: int, text: str) -> None:
-        if self.return_outputs and text:
-            buf = np.frombuffer(text.encode(), dtype=np.uint8)
-            self._keep.append(buf)
-            self._firsts.append(self._response(qid, buf.ctypes.data, buf.nbytes))
-        else:
-            self._firsts.append(self._response(qid, 0, 0))
-        self._schedule()
 
-    def _complete(self, qid: int, data: Any, n_tokens: int) -> None:
-        if data is None:
-            ptr = size = 0
-        else:
-            buf = np.frombuffer(data.encode(), dtype=np.uint8) if isinstance(data, str) else np.ascontiguousarray(data)
-            self._keep.append(buf)
-            ptr, size = buf.ctypes.data, buf.nbytes
-        if self.tokens:
-            self._done.append(self._response(qid, ptr, size, n_tokens))
-        else:
-            self._done.append(self._response(qid, ptr, size))
-        self._schedule()
-
-    def _schedule(self) -> None:
-        if not self._flush_pending:
-            self._flush_pending = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_pending = False
-        firsts, done, keep = self._firsts, self._done, self._keep
-        self._firsts, self._done, self._keep = [], [], []
-        # First tokens before completions: LoadGen needs a sample's TTFT before its end.
-        if firsts:
-            self._lg.FirstTokenComplete(firsts)
-        if done:
-            self._lg.QuerySamplesComplete(done)
-        del keep
+def lag_summary(lags: list[tuple[float, float]]) -> dict[str, Any] | None:
+    """The lag probe's (time, seconds late) pairs as child.json keeps them: the distribution
+    in ms and each second's worst, on the records' timeline. A client shard's pairs are
+    merged with the others' before this."""
+    if not lags:
+        return None
+    late = np.array([lag for _, lag in lags])
+    # The loop's clock is time.monotonic(), the records' perf_counter_ns() clock on
+    # Linux (both CLOCK_MONOTONIC): each second's worst lateness plots on their timeline.
+    worst: dict[int, float] = {}
+    for now, lag in lags:
+        worst[int(now)] = max(lag, worst.get(int(now), 0.0))
+    return {"period_ms": LAG_PERIOD_S * 1e3, "samples": len(late),
+            **distribution(late, unit=1e-3, percentiles=(50, 99)),  # s -> ms
+            "per_second_max": [[sec * 1_000_000_000, lag * 1e3] for sec, lag in sorted(worst.items())]}
 
 
 def _int(d: dict[str, Any] | None, key: str) -> int | None:
