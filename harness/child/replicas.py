@@ -11,7 +11,7 @@ the round trip to the actor; benchmarks/bench_ray.py measures it.
 
 A replica that dies (its process killed, its node lost) fails the calls it had in flight:
 those samples are completed to LoadGen and recorded as errors with the reason. Its
-workers then stop; the run goes on with the other replicas (`on_replica_loss:
+workers then stop; the run goes on with the other replicas (`on_loss:
 continue`) or ends as incomplete (`stop`, and always once no replica is left: LoadGen
 would wait forever for the queued samples).
 
@@ -21,19 +21,14 @@ version, its nodes and their resources) are returned by `cluster()` for cluster.
 
 from __future__ import annotations
 
-import os
-import platform
 import time
 from typing import Any
 
 from backends.base import BackendDescription, LoadContext, TensorSpec
-from harness.config.run_config import RAY_MISSING, Distribute, RunConfig
+from harness.child import ray_cluster
+from harness.child.ray_cluster import START_TIMEOUT_S
+from harness.config.run_config import Distribute, RunConfig
 from harness.errors import ConfigError, RunError
-
-#: a local Ray keeps to loopback and reports nothing home (DESIGN: Ray on one machine)
-LOCAL_NODE_IP = "127.0.0.2"
-#: how long placing and loading the replicas may take before the run is refused
-START_TIMEOUT_S = 300.0
 
 
 class ReplicaLost(Exception):
@@ -71,19 +66,7 @@ class ReplicaActor:
         return self.backend.describe()
 
     def where(self) -> dict[str, Any]:
-        import ray
-
-        ctx = ray.get_runtime_context()
-        return {
-            "node_id": ctx.get_node_id(),
-            "address": ray.util.get_node_ip_address(),
-            "hostname": platform.node(),
-            "pid": os.getpid(),
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-            "cpu_count": os.cpu_count(),
-            "machine": platform.machine(),
-            "python": platform.python_version(),
-        }
+        return ray_cluster.where()
 
     def close(self) -> None:
         self.backend.close()
@@ -125,14 +108,6 @@ def _backend_error(e: Exception) -> Exception:
     return cause if isinstance(cause, Exception) else RuntimeError(str(e).splitlines()[0])
 
 
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as e:
-        raise ConfigError(RAY_MISSING) from e
-    return ray
-
-
 class ReplicaPool:
     """N backend replicas on Ray, presented to the child as one backend (load, inputs,
     warm-up, describe, close) plus one `ReplicaClient` per worker thread."""
@@ -159,10 +134,12 @@ class ReplicaPool:
 
     # --- the backend's face, as the child uses it ------------------------------------
     def load(self, ctx: LoadContext) -> None:
-        ray = _ray()
-        self._init(ray)
-        self._cluster = _cluster_facts(ray)
-        self._check_room(self._cluster)
+        ray = ray_cluster.ray_module()
+        self._started_ray = ray_cluster.init(ray, self.spec)
+        self._cluster = ray_cluster.facts(ray)
+        ray_cluster.check_room(self._cluster, "replicas", self.spec.replicas,
+                               {"CPU": self.spec.cpus_per_replica, "GPU": self.spec.gpus_per_replica},
+                               "lower distribute.replicas or distribute.cpus_per_replica/gpus_per_replica")
         options: dict[str, Any] = {"num_cpus": self.spec.cpus_per_replica, "num_gpus": self.spec.gpus_per_replica}
         if self.spec.placement != "none":
             from ray.util.placement_group import placement_group
@@ -197,17 +174,17 @@ class ReplicaPool:
                                        self.where[w % self.spec.replicas]) for w in range(self.workers)]
 
     def inputs(self) -> list[TensorSpec]:
-        return _ray().get(self._actors[0].inputs.remote())
+        return ray_cluster.ray_module().get(self._actors[0].inputs.remote())
 
     def batches_freely(self) -> bool:
-        return all(_ray().get([a.batches_freely.remote() for a in self._actors]))
+        return all(ray_cluster.ray_module().get([a.batches_freely.remote() for a in self._actors]))
 
     def predict(self, batch: dict[str, Any]) -> Any:
         return self._clients[0].predict(batch)
 
     def warmup(self, batch: dict[str, Any]) -> None:
         """Every replica warms up, not just the one that answered the child's first call."""
-        ray = _ray()
+        ray = ray_cluster.ray_module()
         try:
             ray.get([a.warmup.remote(batch) for a in self._actors], timeout=START_TIMEOUT_S)
         except ray.exceptions.RayTaskError as e:
@@ -220,7 +197,7 @@ class ReplicaPool:
     def close(self) -> None:
         if not self._started_ray and not self._actors:
             return
-        ray = _ray()
+        ray = ray_cluster.ray_module()
         lost = self.lost_replicas()
         for i, actor in enumerate(self._actors):
             if i in lost:
@@ -249,8 +226,8 @@ class ReplicaPool:
             if sibling.replica == client.replica:
                 sibling.lost = sibling.lost or client.lost
         left = self.spec.replicas - len(self.lost_replicas())
-        if self.spec.on_replica_loss == "stop":
-            raise RunError(f"{client.lost}; distribute.on_replica_loss is stop")
+        if self.spec.on_loss == "stop":
+            raise RunError(f"{client.lost}; distribute.on_loss is stop")
         if left == 0:
             raise RunError(f"{client.lost}; no replica is left to serve the queued samples")
 
@@ -267,46 +244,3 @@ class ReplicaPool:
                          for i, where in enumerate(self.where)],
             "lost": self.lost_replicas(),
         }
-
-    # --- starting --------------------------------------------------------------------
-    def _init(self, ray: Any) -> None:
-        import logging
-
-        if ray.is_initialized():
-            return
-        if self.spec.address is None:
-            # A local cluster of this machine only: loopback, no usage report, no dashboard.
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-            ray.init(include_dashboard=False, _node_ip_address=LOCAL_NODE_IP, log_to_driver=False,
-                     logging_level=logging.WARNING, configure_logging=False)
-        else:
-            try:
-                ray.init(address=self.spec.address, log_to_driver=False, logging_level=logging.WARNING,
-                         configure_logging=False)
-            except (ConnectionError, ValueError, RuntimeError) as e:
-                raise ConfigError(f"distribute.address {self.spec.address}: cannot join the Ray cluster: "
-                                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
-        self._started_ray = True
-
-    def _check_room(self, cluster: dict[str, Any]) -> None:
-        """Refuse a request the cluster can never place, instead of waiting for it."""
-        have = cluster["resources"]
-        for key, each in (("CPU", self.spec.cpus_per_replica), ("GPU", self.spec.gpus_per_replica)):
-            need = each * self.spec.replicas
-            if need and need > have.get(key, 0):
-                raise ConfigError(f"distribute: {self.spec.replicas} replicas x {each:g} {key} = {need:g} {key}, but the "
-                                  f"Ray cluster has {have.get(key, 0):g}; lower distribute.replicas or "
-                                  f"distribute.{key.lower()}s_per_replica")
-
-
-def _cluster_facts(ray: Any) -> dict[str, Any]:
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
-    return {
-        "ray_version": ray.__version__,
-        "driver": {"hostname": platform.node(), "pid": os.getpid(), "python": platform.python_version()},
-        "resources": {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")},
-        "nodes": [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "hostname": n.get("NodeManagerHostname"),
-                   "resources": {k: v for k, v in n.get("Resources", {}).items() if k in ("CPU", "GPU")}}
-                  for n in nodes],
-    }

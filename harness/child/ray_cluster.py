@@ -1,0 +1,85 @@
+"""Joining or starting Ray for the child's replicas and client shards, and what the
+cluster is (cluster.json): one place for both, so they start Ray the same way."""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+from typing import Any
+
+from harness.config.run_config import RAY_MISSING, Distribute
+from harness.errors import ConfigError
+
+#: a local Ray keeps to loopback and reports nothing home (DESIGN: Ray on one machine)
+LOCAL_NODE_IP = "127.0.0.2"
+#: how long placing and loading actors may take before the run is refused
+START_TIMEOUT_S = 300.0
+
+
+def ray_module() -> Any:
+    try:
+        import ray
+    except ImportError as e:
+        raise ConfigError(RAY_MISSING) from e
+    return ray
+
+
+def init(ray: Any, spec: Distribute) -> bool:
+    """Join `spec.address`, or start a local Ray on loopback. True when this call started or
+    joined it (so the caller shuts it down after the test)."""
+    if ray.is_initialized():
+        return False
+    if spec.address is None:
+        # A local cluster of this machine only: loopback, no usage report, no dashboard.
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        ray.init(include_dashboard=False, _node_ip_address=LOCAL_NODE_IP, log_to_driver=False,
+                 logging_level=logging.WARNING, configure_logging=False)
+    else:
+        try:
+            ray.init(address=spec.address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise ConfigError(f"distribute.address {spec.address}: cannot join the Ray cluster: "
+                              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+    return True
+
+
+def facts(ray: Any) -> dict[str, Any]:
+    """Ray's version, the driver, the cluster's resources and its live nodes."""
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    return {
+        "ray_version": ray.__version__,
+        "driver": {"hostname": platform.node(), "pid": os.getpid(), "python": platform.python_version()},
+        "resources": {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")},
+        "nodes": [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "hostname": n.get("NodeManagerHostname"),
+                   "resources": {k: v for k, v in n.get("Resources", {}).items() if k in ("CPU", "GPU")}}
+                  for n in nodes],
+    }
+
+
+def check_room(cluster: dict[str, Any], what: str, count: int, need: dict[str, float], fix: str) -> None:
+    """Refuse a request the cluster can never place, instead of waiting for it."""
+    have = cluster["resources"]
+    for key, each in need.items():
+        total = each * count
+        if total and total > have.get(key, 0):
+            raise ConfigError(f"distribute: {count} {what} x {each:g} {key} = {total:g} {key}, but the Ray cluster "
+                              f"has {have.get(key, 0):g}; {fix}")
+
+
+def where() -> dict[str, Any]:
+    """Where the calling actor runs (called inside it)."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {
+        "node_id": ctx.get_node_id(),
+        "address": ray.util.get_node_ip_address(),
+        "hostname": platform.node(),
+        "pid": os.getpid(),
+        "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+    }
