@@ -58,7 +58,7 @@ class Lifeline:
         signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
         lifeline._wake = (wake_r, wake_w)
         threading.Thread(target=lifeline._on_signal, args=(wake_r,), name="lifeline-signals", daemon=True).start()
-        _die_with_parent()
+        die_with_parent()
         if _stdin_is_pipe():
             threading.Thread(target=lifeline._on_parent_gone, name="lifeline-parent", daemon=True).start()
         return lifeline
@@ -94,7 +94,8 @@ def _ignore(signum: int, frame: Any) -> None:
     """The work is done by Lifeline's thread; by the time this runs the process is ending."""
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """SIGTERM to this process when its parent dies (Linux; elsewhere a no-op)."""
     if not sys.platform.startswith("linux"):
         return
     try:

@@ -151,7 +151,21 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     freely = backend_cls.kind == "tensor" and backend.batches_freely()
     max_batch = resolve_max_batch(config, freely)
 
-    if backend_cls.kind != "tensor":
+    # LoadGen logs outputs in accuracy mode, when sampling is asked for, and in compliance
+    # audits (audit.config may turn sampling on); otherwise copying outputs is wasted work.
+    return_outputs = (
+        config.mode in ("AccuracyOnly", "SubmissionRun")
+        or bool(config.accuracy_log_probability)
+        or bool(config.accuracy_log_sampling_target)
+        or (run_dir / folder.AUDIT_CONFIG).exists()
+    )
+    shards = None
+    if backend_cls.kind != "tensor" and config.distribute.shards:
+        from harness.child.client_shards import build_sharded  # requests sent from N client processes
+
+        dataset, sut_factory = build_sharded(config, backend, options.model_dump(), return_outputs)
+        shards = sut_factory.shards
+    elif backend_cls.kind != "tensor":
         from harness.child.stream_setup import build_streaming  # the async (HTTP) and generative path
 
         dataset, sut_factory = build_streaming(config, backend, workers)
@@ -190,14 +204,6 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     records = RecordWriter(run_dir, on_flush=progress)
     if lifeline is not None:
         lifeline.keep(records)  # a stop signal flushes what was recorded before the process ends
-    # LoadGen logs outputs in accuracy mode, when sampling is asked for, and in compliance
-    # audits (audit.config may turn sampling on); otherwise copying outputs is wasted work.
-    return_outputs = (
-        config.mode in ("AccuracyOnly", "SubmissionRun")
-        or bool(config.accuracy_log_probability)
-        or bool(config.accuracy_log_sampling_target)
-        or (run_dir / folder.AUDIT_CONFIG).exists()
-    )
     inline = False
     if sut_factory is None:
         from harness.child.tensor_sut import TensorSUT
@@ -256,8 +262,15 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     # the main thread is the one LoadGen issues from (its own threads are unnamed here).
     named_threads = {str(t.native_id): ("LoadGen issue (main)" if t is threading.main_thread() else t.name)
                      for t in threading.enumerate() if t.native_id is not None}
-    if pool is not None:  # before the test too: a run that crashes or is killed still says where its replicas ran
+    if shards is not None:  # each shard's event loop, by its kernel thread id (host telemetry samples shards too)
+        for ready in shards.ready:
+            named_threads.update(ready.get("threads", {}))
+    # Before the test too: a run that crashes or is killed still says where its replicas
+    # or client shards ran.
+    if pool is not None:
         folder.write_text(run_dir / folder.CLUSTER, json.dumps(pool.cluster(), indent=2))
+    if shards is not None:
+        folder.write_text(run_dir / folder.CLUSTER, json.dumps(shards.cluster([]), indent=2))
     t0 = time.perf_counter()
     try:
         lg.StartTestWithLogSettings(lg_sut, qsl, settings, log_settings, str(run_dir / folder.AUDIT_CONFIG))
@@ -270,6 +283,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         lg.DestroyQSL(qsl)
         if pool is not None:  # the replicas lost during the test too
             folder.write_text(run_dir / folder.CLUSTER, json.dumps(pool.cluster(), indent=2))
+        if shards is not None:  # the shards lost, and each shard's clock measured again
+            folder.write_text(run_dir / folder.CLUSTER, json.dumps(shards.cluster(sut.lost()), indent=2))
         backend.close()
     return {
         "status": "complete",
@@ -285,12 +300,16 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         "threads": named_threads,
         # the event loop's lateness (HTTP and generative backends): is the client keeping up?
         "loop_lag_ms": sut.loop_lag_ms() if backend_cls.kind != "tensor" else None,
+        # client shards: each one's hops to it and back and its own loop's lag
+        "shards": sut.shard_figures() if shards is not None else None,
+        "shard_hops_us": sut.hops() if shards is not None else None,
         # The child's high-water memory (LoadGen, backend, records), for the scale benchmark
         # and for users sizing a long run; ru_maxrss is in KiB on Linux.
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "qsl_loaded_ns": loaded_at[0],
         "response_format": response_format,
-        "backend": backend.describe(),
+        "backend": {**backend.describe(), **({"client_shards": [f.get("describe") for f in shards.finals]}
+                                             if shards is not None else {})},
         "dataset": {**dataset.describe(), "sha256": dataset.fingerprint(), "performance_sample_count": perf_count},
     }
 

@@ -79,12 +79,13 @@ class Telemetry(BaseModel):
         return bool(self.server or self.host or self.gpu)
 
 
-#: one line for a run that asks for replicas where the `ray` extra is not installed
-RAY_MISSING = "distribute.replicas needs Ray: pip install 'loadgen-harness[ray]'"
+#: one line for a run that asks for Ray where the `ray` extra is not installed
+RAY_MISSING = "distribute needs Ray here: pip install 'loadgen-harness[ray]'"
 
 
 class Distribute(BaseModel):
-    """Backend replicas as Ray actors (docs/distribute.md): one LoadGen in the child drives them."""
+    """Scale-out (docs/distribute.md): one LoadGen in the child drives backend replicas on
+    Ray (tensor backends) or client shards (event-loop backends: HTTP)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -101,13 +102,56 @@ class Distribute(BaseModel):
     )
     in_flight: int = Field(1, ge=1, le=64, description="calls queued at each replica at once: 2 overlaps the "
                            "round trip with the next call (throughput); 1 keeps a call's service time its own")
-    on_replica_loss: Literal["continue", "stop"] = Field(
-        "continue", description="a replica that dies fails its in-flight samples; continue on the others, or stop "
-        "the run (incomplete, records kept)"
+    client_processes: int = Field(
+        0, ge=0, le=MAX_WORKERS, description="client shards (per node with client_nodes): processes, each with "
+        "its own event loop and connections, sending an event-loop backend's requests; 0: one loop in the test "
+        "process"
     )
+    client_nodes: int = Field(
+        0, ge=0, le=1024, description="Ray nodes the client shards run on, client_processes (at least 1) on each, "
+        "one node apiece; 0: this host"
+    )
+    client_transport: Literal["auto", "process", "ray"] = Field(
+        "auto", description="how shards start and talk: process (this host, a socket pair each), ray (actors, "
+        "any node); auto: ray with client_nodes or address, else process"
+    )
+    on_loss: Literal["continue", "stop"] = Field(
+        "continue", description="a replica or client shard that dies fails its in-flight samples; continue on the "
+        "others, or stop the run (incomplete, records kept)"
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Distribute:
+        if self.replicas and self.shards:
+            raise ValueError("distribute: replicas scale a tensor backend, client_processes/client_nodes an "
+                             "event-loop backend's client; set one of them")
+        if self.client_transport == "process" and (self.client_nodes or self.address):
+            raise ValueError("distribute.client_transport process runs shards on this host only; client_nodes and "
+                             "address need ray")
+        return self
+
     @property
     def enabled(self) -> bool:
+        """Backend replicas on Ray."""
         return self.replicas > 0
+
+    @property
+    def shards(self) -> int:
+        """Client shards in all: client_processes on this host, or per node with client_nodes."""
+        if self.client_nodes:
+            return max(1, self.client_processes) * self.client_nodes
+        return self.client_processes
+
+    @property
+    def transport(self) -> str:
+        """The client shards' transport, `auto` resolved."""
+        if self.client_transport != "auto":
+            return self.client_transport
+        return "ray" if (self.client_nodes or self.address) else "process"
+
+    @property
+    def needs_ray(self) -> bool:
+        return self.enabled or (self.shards > 0 and self.transport == "ray")
 
 
 class RunConfig(BaseModel):
@@ -217,7 +261,7 @@ class RunConfig(BaseModel):
         default_factory=Telemetry, description="server metrics, host and GPU samples taken beside the test (docs/telemetry.md)"
     )
     distribute: Distribute = Field(
-        default_factory=Distribute, description="backend replicas on Ray (docs/distribute.md)"
+        default_factory=Distribute, description="backend replicas on Ray, client shards (docs/distribute.md)"
     )
     slo: dict[str, float] | None = Field(
         None, description="per-request targets for goodput: ttft_ms, tpot_ms, e2e_ms (see docs/llm.md)"
@@ -243,6 +287,8 @@ class RunConfig(BaseModel):
             )
         if self.concurrency and self.workers and self.workers != self.concurrency:
             raise ValueError(f"concurrency {self.concurrency} sets the workers of a tensor backend; drop workers={self.workers}")
+        if self.distribute.shards and self.issue_inline:
+            raise ValueError("client shards send requests from their own processes: drop issue_inline")
         if self.distribute.enabled and (self.workers or self.concurrency or self.issue_inline):
             raise ValueError("with distribute.replicas the replicas serve the calls (replicas x in_flight at once): "
                              "drop workers, concurrency and issue_inline")

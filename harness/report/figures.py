@@ -143,7 +143,7 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     client = (summary.get("telemetry") or {}).get("client") or {}
     if client.get("saturated"):
         lines.append(f"CLIENT SATURATED: the load generator may have limited this result ({'; '.join(client['signals'])});"
-                     " run fewer streams per process, more client processes or a faster machine")
+                     " send from more client processes (distribute.client_processes) or a faster machine")
     setup = setup_line(summary)
     if setup:
         lines.append(setup)
@@ -537,6 +537,40 @@ def gpu_table(gpu: dict[str, Any]) -> Table:
     if gpu.get("energy_j_per_success") is not None:
         rows.append(["per successful sample", "", "", "", f"{gpu['energy_j_per_success']:.4g} J"])
     return ["GPU", "util", "power", "memory max", "energy"], rows
+
+
+def distribute_tables(summary: dict[str, Any]) -> list[tuple[str, Table]]:
+    """The replicas' and the client shards' tables, titled; none for a run in one process."""
+    out: list[tuple[str, Table]] = []
+    replicas = summary.get("replicas")
+    if replicas:
+        out.append(("backend replicas (Ray)", (
+            ["replica", "where", "samples", "failed", "p50 ms", "p99 ms"],
+            [[str(r["replica"]) + (" lost" if r["lost"] else ""), f"{r.get('address') or '—'} pid {r.get('pid') or '—'}",
+              f"{r['samples']:,}", f"{r['failed']:,}", ms(r["latency_ms"]["p50"]), ms(r["latency_ms"]["p99"])]
+             for r in replicas])))
+    shards = summary.get("client_shards")
+    if shards:
+        def us(d: dict[str, Any] | None, key: str) -> str:
+            return "—" if not d or d.get(key) is None else f"{d[key]:,.0f}"
+
+        def clock(c: dict[str, Any]) -> str:
+            """The offset applied to the shard's clock and its uncertainty; "same" on this host."""
+            if c.get("same_clock"):
+                return "same"
+            if c.get("applied_us") is None:
+                return "—"
+            v = c["applied_us"]
+            text = next(f"{v / d:+.3g}{unit}" for d, unit in ((1e6, "s"), (1e3, "ms"), (1, "µs")) if abs(v) >= d or d == 1)
+            return f"{text} ±{c['uncertainty_us']:,.0f}µs"
+
+        out.append((f"client shards ({shards.get('transport') or 'process'}): hops in µs, lag in ms", (
+            ["shard", "samples", "failed", "p50 ms", "to p50", "back p50", "lag p50", "clock"],
+            [[str(r["shard"]) + (" lost" if r["lost"] else ""), f"{r['samples']:,}", f"{r['failed']:,}",
+              ms(r["latency_ms"]["p50"]), us(r["hop_to_shard_us"], "p50"), us(r["hop_back_us"], "p50"),
+              num((r["loop_lag_ms"] or {}).get("p50")), clock(r["clock"])]
+             for r in shards["shards"]])))
+    return out
 
 
 def telemetry_tables(tel: dict[str, Any]) -> list[tuple[str, Table]]:

@@ -96,6 +96,8 @@ def render_html(data: RunData) -> str:
     tel = s.get("telemetry")
     if isinstance(tel, dict):
         parts.append(_section("system under test (telemetry)", _telemetry(data, tel)))
+    if dist := fig.distribute_tables(s):
+        parts.append(_section("scale-out", "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in dist)))
     acc = s.get("accuracy")
     if acc and acc.get("metric"):
         parts.append(_section("accuracy", f"<p>{_e(acc['metric'])}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,} samples</p>"))

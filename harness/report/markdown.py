@@ -43,6 +43,10 @@ def render_markdown(data: RunData) -> str:
         parts += ["### System under test (telemetry)"] + [f"- telemetry: {n}" for n in tel.get("notes") or []]
         for title, spec in fig.telemetry_tables(tel):
             parts += [f"**{title}**", _table(spec)]
+    if dist := fig.distribute_tables(s):
+        parts.append("### Scale-out")
+        for title, spec in dist:
+            parts += [f"**{title}**", _table(spec)]
     acc = s.get("accuracy")
     if acc and acc.get("metric"):
         parts.append(f"**Accuracy** {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,} samples")

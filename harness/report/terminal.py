@@ -80,6 +80,8 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
             console.print(f"  [yellow]telemetry:[/] {note}")
         for title, spec in fig.telemetry_tables(tel):
             console.print(rich_table(title, spec))
+    for title, spec in fig.distribute_tables(summary):
+        console.print(rich_table(title, spec))
     acc = summary.get("accuracy")
     if acc and acc.get("metric"):
         console.print(f"  accuracy {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,}")

@@ -26,7 +26,7 @@ from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
-from harness.results.replicas import replica_summary
+from harness.results.distribute import replica_summary, shard_summary
 from harness.results.telemetry import telemetry_summary
 
 
@@ -385,7 +385,9 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "backend": child.get("backend"),
         "dataset": child.get("dataset"),
     }
-    summary["replicas"] = replica_summary(rec, folder.read_json(run_dir, folder.CLUSTER))
+    cluster = folder.read_json(run_dir, folder.CLUSTER)
+    summary["replicas"] = replica_summary(rec, cluster)
+    summary["client_shards"] = shard_summary(rec, cluster, child)
     rate = rates(summary)
     summary["telemetry"] = telemetry = telemetry_summary(
         folder.read_jsonl(run_dir, folder.TELEMETRY), window, (config.get("telemetry") or {}).get("series", []),
@@ -400,7 +402,8 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             "the load generator's own side could not keep up (" + "; ".join(telemetry["client"]["signals"])
             + "): what the server itself can do is not measured by this run")
         summary["validity"]["fixes"].append(
-            "run fewer streams per process, more client processes or a faster client machine (docs/telemetry.md)")
+            "send from more client processes (distribute.client_processes, docs/distribute.md), run fewer "
+            "streams per process or use a faster client machine")
     return summary
 
 

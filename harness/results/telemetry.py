@@ -15,6 +15,7 @@ and a little either side (`covered_s` says how much); a rate divides by that spa
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -253,9 +254,17 @@ def _gpu(entries: list[dict[str, Any]], start: int | None, end: int | None, succ
 
 
 #: the threads that generate the load: LoadGen's issue thread, the event loop of the HTTP and
-#: generative backends, the records writer. A tensor backend's workers run the model: their
-#: CPU is the system under test's, not the client's.
-CLIENT_THREADS = ("LoadGen issue (main)", "event-loop", "records")
+#: generative backends, the records writer, and with client shards the forwarder, the
+#: receivers and each shard's loop ("event-loop (shard 1)"). A tensor backend's workers run
+#: the model: their CPU is the system under test's, not the client's.
+CLIENT_THREADS = ("LoadGen issue (main)", "event-loop", "records", "shard forwarder", "shard receiver", "shard inbox")
+
+
+def is_client_thread(name: str | None) -> bool:
+    """A client thread by its name, the shard's index dropped ("shard 2 receiver", "event-loop (shard 2)")."""
+    if not name:
+        return False
+    return re.sub(r" \(shard \d+\)$", "", re.sub(r"^shard \d+ ", "shard ", name)) in CLIENT_THREADS
 
 
 #: the event loop's lag probe running this late at its median: the loop is not keeping up (one
@@ -276,7 +285,7 @@ def client_saturation(host: dict[str, Any] | None, loop_lag: dict[str, Any] | No
     signals = []
     if host and "threads" in host:
         signals += [f"thread {t['name']} was busy {t['cores']:.0%} of a core over the timed window"
-                    for t in host["threads"] if t["name"] in CLIENT_THREADS and t["cores"] >= SATURATED_CORE]
+                    for t in host["threads"] if is_client_thread(t["name"]) and t["cores"] >= SATURATED_CORE]
     if loop_lag and loop_lag["p50"] > LATE_LOOP_MS:
         signals.append(f"the event loop ran late: its {loop_lag['period_ms']:g} ms timer fired p50 "
                        f"{loop_lag['p50']:,.1f} ms late (p99 {loop_lag['p99']:,.1f} ms)")
@@ -386,7 +395,7 @@ def host_cpu(entries: list[dict[str, Any]], threads: dict[str, str]) -> dict[str
         series = {"test process": (b["process"]["cpu_s"] - a["process"]["cpu_s"]) / dt}
         for tid, cpu in b["process"]["threads_cpu_s"].items():
             name = threads.get(tid)
-            if name in CLIENT_THREADS and tid in a["process"]["threads_cpu_s"]:
+            if is_client_thread(name) and tid in a["process"]["threads_cpu_s"]:
                 series[f"thread {name}"] = (cpu - a["process"]["threads_cpu_s"][tid]) / dt
         for name, v in series.items():
             out[name][0].append(mid)

@@ -56,7 +56,7 @@ def resolve(config: RunConfig) -> RunConfig:
     if config.concurrency and backend_cls.kind == "tensor" and (config.max_batch or 1) > 1:
         raise ConfigError(f"concurrency {config.concurrency} keeps that many single requests in flight; "
                           f"max_batch {config.max_batch} would batch them: drop max_batch")
-    if config.distribute.enabled:
+    if config.distribute.enabled or config.distribute.shards:
         _check_distribute(config, backend_cls.kind)
     updates: dict[str, Any] = {}
     for key in ("model", "mlperf_conf", "user_conf"):
@@ -78,11 +78,18 @@ def resolve(config: RunConfig) -> RunConfig:
 
 
 def _check_distribute(config: RunConfig, kind: str) -> None:
-    """Replicas need a tensor backend and the `ray` extra; both said before any folder is made."""
-    if kind != "tensor":
+    """Replicas need a tensor backend, client shards an event-loop one, and Ray its extra;
+    all said before any folder is made."""
+    spec = config.distribute
+    if spec.enabled and kind != "tensor":
         raise ConfigError(f"distribute.replicas serves tensor backends (onnxruntime, pytorch, synthetic); backend "
-                          f"{config.backend!r} runs on an event loop: scale it behind an HTTP server instead")
-    if importlib.util.find_spec("ray") is None:
+                          f"{config.backend!r} runs on an event loop: send its requests from client shards "
+                          "(distribute.client_processes) or scale it behind an HTTP server")
+    if spec.shards and kind != "async":
+        raise ConfigError(f"distribute.client_processes/client_nodes shard the client of an HTTP backend; backend "
+                          f"{config.backend!r} computes in this process: scale it with distribute.replicas"
+                          + (" (tensor backends)" if kind == "tensor" else " or behind an HTTP server"))
+    if spec.needs_ray and importlib.util.find_spec("ray") is None:
         raise ConfigError(RAY_MISSING)
 
 

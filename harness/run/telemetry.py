@@ -126,16 +126,38 @@ def _host(pid: int) -> Callable[[], dict[str, Any]]:
     import psutil
 
     proc = psutil.Process(pid)
+    shards: dict[int, Any] = {}  # the test's client shards (harness.child.shard), by pid
 
     def sample() -> dict[str, Any]:
         with proc.oneshot():
             cpu = proc.cpu_times()
             rss = proc.memory_info().rss
             threads = {str(t.id): round(t.user_time + t.system_time, 4) for t in proc.threads()}
+        cpu_s = cpu.user + cpu.system
+        # Client shards on this host are the test process's own children: their threads
+        # (each shard's event loop) and CPU count as the client's. Thread ids are the
+        # kernel's, unique across processes; child.json names them.
+        for child in proc.children():
+            if child.pid not in shards:
+                try:
+                    shards[child.pid] = child if "harness.child.shard" in child.cmdline() else None
+                except psutil.Error:
+                    continue
+            shard = shards[child.pid]
+            if shard is None:
+                continue
+            try:
+                with shard.oneshot():
+                    c = shard.cpu_times()
+                    cpu_s += c.user + c.system
+                    rss += shard.memory_info().rss
+                    threads.update({str(t.id): round(t.user_time + t.system_time, 4) for t in shard.threads()})
+            except psutil.Error:  # a shard that just ended
+                continue
         cores = [[round(c.user + c.nice + c.system + getattr(c, "irq", 0) + getattr(c, "softirq", 0)
                         + getattr(c, "steal", 0), 3), round(sum(c), 3)] for c in psutil.cpu_times(percpu=True)]
         return {
-            "process": {"cpu_s": round(cpu.user + cpu.system, 4), "rss_bytes": rss, "threads_cpu_s": threads},
+            "process": {"cpu_s": round(cpu_s, 4), "rss_bytes": rss, "threads_cpu_s": threads},
             "machine": {"cores_busy_total_s": cores, "mem_available_bytes": psutil.virtual_memory().available},
         }
 

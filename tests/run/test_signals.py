@@ -23,6 +23,9 @@ import pytest
 from harness.config.run_config import RunConfig
 from harness.results.records import read_records
 from harness.run import runner
+from tests.support.processes import children as _children
+from tests.support.processes import gone as _gone
+from tests.support.processes import wait_for as _wait_for
 
 RUN = ["--backend", "synthetic", "--scenario", "Server", "--set", "service_time_ms=1", "--set", "target_qps=200",
        "--set", "min_duration_s=30"]
@@ -100,42 +103,6 @@ def slow_stopping_harness(tmp_path: Path) -> Iterator[Harness]:
         h.cleanup()
 
 
-def _wait_for(probe, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} within {timeout} s")
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        import psutil
-    except ImportError:  # /proc: field 4 of /proc/PID/stat is the parent's pid
-        found = []
-        for entry in os.listdir("/proc"):
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if entry.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-        return found
-    try:
-        return [c.pid for c in psutil.Process(pid).children()]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _gone(pid: int) -> bool:
-    """Exited: no such process, or a zombie (reparented, waiting for a reaper that may never come)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state in ("Z", "X")
 
 
 def assert_stopped_folder(h: Harness, rc: int, out: str, err: str, signal_name: str) -> None:
