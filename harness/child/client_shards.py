@@ -26,6 +26,7 @@ is left).
 
 from __future__ import annotations
 
+import platform
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,7 @@ from harness.child.issue_queue import IssueQueue
 from harness.child.shard import share, shard_options
 from harness.child.shard_links import ProcessLink, RayLink, ShardLost
 from harness.child.stream_sut import lag_summary
+from harness.config.host import usable_cores
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError, RunError
 from harness.results.stats import distribution
@@ -102,7 +104,12 @@ class ShardSet:
         """Start every shard, set it up (backend, dataset, warm-up), check it built the same
         dataset, measure its clock. Any failure closes them all and is raised."""
         try:
-            self.links = self._ray_links() if self.spec.transport == "ray" else [ProcessLink(i) for i in range(self.count)]
+            if self.spec.transport == "ray":
+                self.links = self._ray_links()
+            else:  # this host is the cluster: its cores, for a rerun's comparison
+                self._cluster = {"nodes": [{"hostname": platform.node(), "address": "127.0.0.1",
+                                            "resources": {"CPU": float(usable_cores())}}]}
+                self.links = [ProcessLink(i) for i in range(self.count)]
             specs = [{"config": self.config.model_dump(mode="json"), "index": i, "limit": self.limits[i],
                       "options": shard_options(self._options, self.count, i), "return_outputs": self._return_outputs}
                      for i in range(self.count)]

@@ -173,6 +173,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         from harness.data.datasets import build_tensor_dataset
 
         dataset = build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
+        if pool is not None:  # each replica holds the data; a call names its samples by index
+            dataset = pool.hold(dataset)
         sut_factory = None
 
     if getattr(dataset, "labels", None) is not None:
@@ -267,10 +269,10 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
             named_threads.update(ready.get("threads", {}))
     # Before the test too: a run that crashes or is killed still says where its replicas
     # or client shards ran.
-    if pool is not None:
-        folder.write_text(run_dir / folder.CLUSTER, json.dumps(pool.cluster(), indent=2))
-    if shards is not None:
-        folder.write_text(run_dir / folder.CLUSTER, json.dumps(shards.cluster([]), indent=2))
+    placed = pool.cluster() if pool is not None else shards.cluster([]) if shards is not None else None
+    if placed is not None:
+        folder.write_text(run_dir / folder.CLUSTER, json.dumps(placed, indent=2))
+    _check_cluster(run_dir, placed)
     t0 = time.perf_counter()
     try:
         lg.StartTestWithLogSettings(lg_sut, qsl, settings, log_settings, str(run_dir / folder.AUDIT_CONFIG))
@@ -312,6 +314,20 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
                                              if shards is not None else {})},
         "dataset": {**dataset.describe(), "sha256": dataset.fingerprint(), "performance_sample_count": perf_count},
     }
+
+
+def _check_cluster(run_dir: Path, placed: dict[str, Any] | None) -> None:
+    """A rerun of a distributed run: refuse, before the test, a cluster that is not
+    equivalent to the original's (harness.results.cluster)."""
+    expected = folder.read_json(run_dir, folder.EXPECTED_CLUSTER)
+    if not expected:
+        return
+    from harness.results.cluster import difference, shape
+
+    diff = difference(expected, shape(placed))
+    if diff:
+        raise ConfigError("harness rerun needs a cluster equivalent to the original's; this one differs: "
+                          + "; ".join(diff) + " (run it there, or pass --any-cluster)")
 
 
 def write_error(run_dir: Path, exc: BaseException) -> bool:

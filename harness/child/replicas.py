@@ -7,7 +7,10 @@ actor, `describe()` per actor). The tensor SUT then runs `N x in_flight` worker 
 worker `w` sends its batches to replica `w % N` and blocks in `ray.get`, which releases
 the GIL, so completion to LoadGen, the records and every timestamp stay in this process
 on the records' clock. A call's service time (dispatch -> complete) therefore includes
-the round trip to the actor; benchmarks/bench_ray.py measures it.
+the round trip to the actor; benchmarks/bench_ray.py measures it. Each replica builds the
+run's dataset itself (its fingerprint checked) and loads what LoadGen loads, so a call
+carries sample indices and the replica gathers the batch: data lives with the system
+under test, as in MLPerf's network division, and no tensor crosses Ray on the timed path.
 
 A replica that dies (its process killed, its node lost) fails the calls it had in flight:
 those samples are completed to LoadGen and recorded as errors with the reason. Its
@@ -35,14 +38,39 @@ class ReplicaLost(Exception):
     """A replica's actor died: the calls it had in flight fail with this reason."""
 
 
+class SampleIndices(tuple):
+    """What the tensor SUT's `dataset.batch(indices)` gives a replica's worker: the indices
+    themselves. The replica holds the dataset and gathers the batch where it runs, so a
+    call carries a few integers, not the batch's tensors (128 KB for 64 samples of 512
+    floats, which Ray moves through its object store)."""
+
+
 class ReplicaActor:
-    """One backend instance inside a Ray actor (wrapped with `ray.remote` at start)."""
+    """One backend instance inside a Ray actor (wrapped with `ray.remote` at start), with
+    its own copy of the run's dataset."""
 
     def __init__(self, backend: str, options: dict[str, Any]) -> None:
         from harness.config import registry
 
         cls = registry.get(backend)
         self.backend = cls(cls.Options(**options))
+        self.dataset: Any = None
+
+    def build_dataset(self, spec: str, seed: int) -> str:
+        """The run's dataset, built here from the same spec and seed; its fingerprint."""
+        from harness.data.datasets import build_tensor_dataset
+
+        self.dataset = build_tensor_dataset(spec, self.backend.inputs(), seed)
+        return self.dataset.fingerprint()
+
+    def load_samples(self, indices: list[int]) -> None:
+        self.dataset.load(indices)
+
+    def unload_samples(self, indices: list[int]) -> None:
+        self.dataset.unload(indices)
+
+    def predict_indices(self, indices: list[int]) -> Any:
+        return self.backend.predict(self.dataset.batch(list(indices)))
 
     def load(self, ctx: LoadContext) -> float:
         t0 = time.perf_counter()
@@ -89,8 +117,10 @@ class ReplicaClient:
         self._where = where
         self.lost: str | None = None
 
-    def predict(self, batch: dict[str, Any]) -> Any:
+    def predict(self, batch: dict[str, Any] | SampleIndices) -> Any:
         try:
+            if isinstance(batch, SampleIndices):
+                return self._get(self._actor.predict_indices.remote(batch))
             return self._get(self._actor.predict.remote(batch))
         except self._task_error as e:
             raise _backend_error(e) from None
@@ -114,6 +144,7 @@ class ReplicaPool:
 
     def __init__(self, config: RunConfig, options: Any) -> None:
         self._backend = config.backend
+        self._dataset_spec, self._seed = config.dataset, config.seed
         self.spec: Distribute = config.distribute
         self._options = options.model_dump()
         self._actors: list[Any] = []
@@ -175,6 +206,27 @@ class ReplicaPool:
 
     def inputs(self) -> list[TensorSpec]:
         return ray_cluster.ray_module().get(self._actors[0].inputs.remote())
+
+    def hold(self, dataset: Any) -> ReplicatedDataset:
+        """Every replica builds the run's dataset too (checked against `dataset`'s
+        fingerprint); the SUT's batches then name samples by index (SampleIndices)."""
+        ray = ray_cluster.ray_module()
+        prints = ray.get([a.build_dataset.remote(self._dataset_spec, self._seed) for a in self._actors],
+                         timeout=START_TIMEOUT_S)
+        want = dataset.fingerprint()
+        for i, fp in enumerate(prints):
+            if fp != want:
+                raise ConfigError(f"replica {i} built a different dataset (sha256 {fp[:12]} against {want[:12]}): the "
+                                  "dataset must read the same on every node")
+        return ReplicatedDataset(dataset, self)
+
+    def load_samples(self, indices: list[int]) -> None:
+        ray = ray_cluster.ray_module()
+        ray.get([a.load_samples.remote(indices) for i, a in enumerate(self._actors) if i not in self.lost_replicas()])
+
+    def unload_samples(self, indices: list[int]) -> None:
+        ray = ray_cluster.ray_module()
+        ray.get([a.unload_samples.remote(indices) for i, a in enumerate(self._actors) if i not in self.lost_replicas()])
 
     def batches_freely(self) -> bool:
         return all(ray_cluster.ray_module().get([a.batches_freely.remote() for a in self._actors]))
@@ -244,3 +296,35 @@ class ReplicaPool:
                          for i, where in enumerate(self.where)],
             "lost": self.lost_replicas(),
         }
+
+
+class ReplicatedDataset:
+    """The QSL's dataset in the driver when replicas serve the run: size, labels, samples
+    for the warm-up and the fingerprint are the source's; LoadGen's load and unload go to
+    every replica, and a batch is the indices (SampleIndices), gathered by the replica."""
+
+    def __init__(self, source: Any, pool: ReplicaPool) -> None:
+        self.source = source
+        self.pool = pool
+        self.labels = source.labels
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def load(self, indices: list[int]) -> None:
+        self.pool.load_samples(list(indices))
+
+    def unload(self, indices: list[int]) -> None:
+        self.pool.unload_samples(list(indices))
+
+    def batch(self, indices: list[int]) -> SampleIndices:
+        return SampleIndices(indices)
+
+    def materialize(self, index: int) -> Any:
+        return self.source.materialize(index)
+
+    def fingerprint(self) -> str:
+        return self.source.fingerprint()
+
+    def describe(self) -> dict[str, Any]:
+        return self.source.describe()

@@ -111,13 +111,18 @@ def _compare_sweeps(paths: list[Path], rules: list[str], expect: list[str] | Non
 @click.option("--output-dir", type=click.Path(path_type=Path), help="default: beside RUN_DIR")
 @click.option("--fail-if", "rules", multiple=True, metavar="RULE", help="as for compare")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "md", "json"]), default="terminal", show_default=True)
+@click.option("--any-cluster", is_flag=True, help="a distributed run: run on whatever cluster this is, not only an "
+              "equivalent one")
 @handle_errors
-def rerun(run_dir: Path, output_dir: Path | None, rules: tuple[str, ...], fmt: str) -> None:
-    """Run RUN_DIR's resolved config again into a new folder, then compare the two."""
+def rerun(run_dir: Path, output_dir: Path | None, rules: tuple[str, ...], fmt: str, any_cluster: bool) -> None:
+    """Run RUN_DIR's resolved config again into a new folder, then compare the two. A run
+    with replicas or client shards runs again only on an equivalent cluster (same nodes and
+    resources, spread the same way), unless --any-cluster."""
     from harness.analysis.compare import compare as do_compare
     from harness.config.run_config import RunConfig
     from harness.errors import ConfigError
     from harness.results import folder
+    from harness.results.cluster import shape
     from harness.run import runner
 
     folder.require_folder(run_dir)
@@ -125,7 +130,8 @@ def rerun(run_dir: Path, output_dir: Path | None, rules: tuple[str, ...], fmt: s
         config = RunConfig(**(folder.read_run_config(run_dir) or {}))
     except ValueError as e:
         raise ConfigError(f"{run_dir / folder.RUN_CONFIG}: no longer a valid config here: {str(e).splitlines()[0]}") from e
-    outcome = runner.run(config, output_dir or run_dir.parent)
+    expected = None if any_cluster else shape(folder.read_json(run_dir, folder.CLUSTER))
+    outcome = runner.run(config, output_dir or run_dir.parent, expect_cluster=expected)
     err_console.print(f"re-ran into {outcome.run_dir}", highlight=False)
     comparison = do_compare([run_dir, outcome.run_dir], list(rules))
     _print_comparison(comparison, fmt)

@@ -127,9 +127,12 @@ def _manifest(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -> RunOutcome:
+def run(config: RunConfig, output_root: Path, audit_config: str | None = None,
+        expect_cluster: dict[str, Any] | None = None) -> RunOutcome:
     """One test in a child process. `audit_config`: the text of a LoadGen compliance
-    audit.config (TEST01/TEST04), written into the folder before the child starts."""
+    audit.config (TEST01/TEST04), written into the folder before the child starts.
+    `expect_cluster`: a rerun's original cluster shape (harness.results.cluster); the child
+    refuses, before the test, a cluster that is not equivalent."""
     config = resolve(config)
     config, sizing = size_offline(config, registry.get(config.backend).kind)
     # Before the folder: an endpoint that does not answer costs the user no run.
@@ -141,6 +144,8 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None) -
         run_dir = new_results_dir(output_root, f"{config.name}-{config.scenario}")
         if audit_config is not None:
             folder.write_text(run_dir / folder.AUDIT_CONFIG, audit_config)
+        if expect_cluster is not None:
+            folder.write_text(run_dir / folder.EXPECTED_CLUSTER, json.dumps(expect_cluster, indent=2))
         folder.write_text(run_dir / folder.RUN_CONFIG, config.to_yaml())
         folder.write_text(run_dir / folder.SYSTEM, json.dumps(describe_system(), indent=2))
         manifest = _manifest(config, run_dir)

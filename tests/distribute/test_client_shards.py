@@ -338,3 +338,48 @@ def test_two_ray_shards_match_injected_timing_and_say_where_they_ran(run_harness
     assert {n["address"] for n in cluster["nodes"]} == {"127.0.0.2"}  # loopback only
     assert all(sh["address"] == "127.0.0.2" and sh["clock"]["same_clock"] for sh in cluster["shards"])
     assert sorted(np.bincount(np.asarray(read_records(run_dir).columns["worker"])).tolist()) == [8, 8]
+
+
+# --- rerun on an equivalent cluster ----------------------------------------------------------
+
+
+def test_a_cluster_shape_and_its_difference_in_words():
+    from harness.results.cluster import difference, shape
+
+    one = {"transport": "ray", "ray_version": "2.60.0",
+           "nodes": [{"node_id": "a", "resources": {"CPU": 16, "GPU": 8}}, {"node_id": "b", "resources": {"CPU": 16, "GPU": 8}}],
+           "replicas": [{"replica": 0, "node_id": "a"}, {"replica": 1, "node_id": "b"}]}
+    same = {**one, "ray_version": "2.60.3", "nodes": list(reversed(one["nodes"]))}
+    assert difference(shape(one), shape(same)) == []  # node order and a patch release change nothing
+    small = {**one, "nodes": one["nodes"][:1], "replicas": [{"replica": 0, "node_id": "a"}, {"replica": 1, "node_id": "a"}]}
+    assert difference(shape(one), shape(small)) == [
+        "nodes 1 x 16 CPU 8 GPU (the original: 2 x 16 CPU 8 GPU)", "replicas on 1 node(s) (the original: 2)"]
+    assert difference(shape(one), None) == ["the original ran its replicas on a cluster; this run has none"]
+    assert shape(None) is None
+
+
+def test_rerun_asks_for_an_equivalent_cluster(tmp_path):
+    t = Timing(ttft_ms=5, tpot_ms=1, tokens=4)
+    with ServerThread(openai_app(t)) as srv:
+        first = runner.run(RunConfig(backend="http", scenario="Offline", dataset="synthetic:isl=8,osl=4,n=16",
+                                     backend_options=_opts(srv, max_in_flight=4), min_duration_s=0.1,
+                                     min_query_count=16, offline_expected_qps=1, distribute={"client_processes": 2}),
+                           tmp_path / "a")
+        cluster = _cluster(first.run_dir)
+        cores = cluster["nodes"][0]["resources"]["CPU"]
+        cluster["nodes"][0]["resources"]["CPU"] = 64.0  # as if it had run on a 64-core host
+        (first.run_dir / "cluster.json").write_text(json.dumps(cluster))
+
+        def rerun(*extra: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "harness", "rerun", str(first.run_dir), "--output-dir",
+                                   str(tmp_path / "b"), *extra], capture_output=True, text=True, timeout=300)
+
+        refused = rerun()
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.strip().splitlines()[-1].startswith(
+            f"error: harness rerun needs a cluster equivalent to the original's; this one differs: nodes 1 x {cores:g} CPU "
+            "0 GPU (the original: 1 x 64 CPU 0 GPU) (run it there, or pass --any-cluster)")
+        assert not list((tmp_path / "b").glob("2*"))  # no run left behind (set aside under .failed)
+        anyway = rerun("--any-cluster")
+        assert anyway.returncode == 0, anyway.stderr
+        assert len(list((tmp_path / "b").glob("2*"))) == 1
