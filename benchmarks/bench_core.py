@@ -95,12 +95,13 @@ def capacities(sides: dict[str, Callable[[float], tuple[str, float]]]) -> dict[s
     return out
 
 
-def heavy_mlp(path: Path) -> None:
-    """An MLP big enough that inference, not Python, dominates (~tens of µs per sample)."""
+def heavy_mlp(path: Path, hidden: int = 1024) -> None:
+    """An MLP big enough that inference, not Python, dominates (~tens of µs per sample at
+    the default width; bench_ray also uses a 4x wider one)."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
-    dims = [512, 1024, 1024, 10]
+    dims = [512, hidden, hidden, 10]
     inits, nodes, prev = [], [], "x"
     for i, (a, b) in enumerate(zip(dims, dims[1:])):
         inits += [numpy_helper.from_array((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32), f"w{i}"),

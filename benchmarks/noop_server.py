@@ -28,6 +28,10 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 MODEL = "noop"
 REGISTRY = CollectorRegistry()
 REQUESTS = Counter("noop_requests", "requests answered", registry=REGISTRY)
+#: delays mode: how late each first token and each later token left, against its deadline
+#: (seconds), so a client benchmark can tell the server's own lateness from the client's
+LATE: dict[str, list[float]] = {"first_token": [], "token": [], "loop": []}
+LAG_PERIOD_S = 0.05  # the server loop's own lag: a timer this often, and how late it fires
 
 
 def _chunk(data: bytes) -> bytes:
@@ -66,6 +70,12 @@ class Handler(asyncio.Protocol):
             self.handle(head.split(" ", 2)[1], body)
 
     def handle(self, path: str, body: bytes) -> None:
+        if path == "/stats":  # delays mode: the lateness since the last /stats, in ms; then reset
+            payload = json.dumps({k: _late_ms(v) for k, v in LATE.items()}).encode()
+            for v in LATE.values():
+                v.clear()
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
+            return
         if path == "/metrics":  # what a scrape reads (bench_http's telemetry rounds)
             payload = generate_latest(REGISTRY)
             self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
@@ -101,6 +111,8 @@ class Handler(asyncio.Protocol):
         def send(i: int) -> None:
             if self.transport.is_closing():
                 return
+            late = loop.time() - t0 - (a.ttft_ms + i * a.tpot_ms) / 1e3
+            LATE["first_token" if i == 0 else "token"].append(late)
             if i == n - 1:
                 self.transport.write(last + tail)
                 return
@@ -138,6 +150,14 @@ def _poll(loop: asyncio.AbstractEventLoop, when: float, fn: Any, args: tuple) ->
         loop.call_soon(_poll, loop, when, fn, args)
 
 
+def _late_ms(values: list[float]) -> dict[str, float | int]:
+    if not values:
+        return {"count": 0}
+    v = sorted(values)
+    return {"count": len(v), "p50": v[len(v) // 2] * 1e3, "p99": v[min(len(v) - 1, int(len(v) * 0.99))] * 1e3,
+            "mean": sum(v) / len(v) * 1e3}
+
+
 def _tokens(chat: bool) -> tuple[bytes, bytes]:
     """The SSE event of a token and of the last token (with its finish_reason)."""
     out = []
@@ -151,8 +171,14 @@ def _tokens(chat: bool) -> tuple[bytes, bytes]:
     return out[0], out[1]
 
 
+def _probe(loop: asyncio.AbstractEventLoop, due: float) -> None:
+    LATE["loop"].append(max(0.0, loop.time() - due))
+    loop.call_at(due + LAG_PERIOD_S, _probe, loop, due + LAG_PERIOD_S)
+
+
 async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
+    loop.call_at(loop.time() + LAG_PERIOD_S, _probe, loop, loop.time() + LAG_PERIOD_S)
     server = await loop.create_server(lambda: Handler(args), "127.0.0.1", args.port, backlog=1024)
     async with server:
         await server.serve_forever()

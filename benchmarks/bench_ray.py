@@ -1,0 +1,167 @@
+"""What backend replicas on Ray cost, against plain processes doing the same work. One run,
+figures side by side.
+
+1. Per call: a batch through a replica actor, named by its sample indices (the call each
+   of the tensor SUT's workers makes: the replica holds the dataset) and, for comparison,
+   carrying its tensors, against the same `session.run` in this process; 1,000 calls
+   each, interleaved in blocks of 100.
+2. Throughput: N replicas of a CPU-bound model (MLPs 512-H-H-10 on ONNX Runtime, one
+   intra-op thread each, batch B) served by the harness (LoadGen Offline,
+   distribute.replicas=N, two calls in flight a replica) against N plain processes, each
+   running `session.run` on the same batch in a loop, all at once; beside them the harness
+   in one process with N single-threaded workers (its own per-sample cost, no Ray). The
+   sides alternate round by round; ratios are medians of the rounds' own ratios, their
+   range beside them. Goal: the replicas reach >= 90 % of the plain processes. On a
+   machine with as many cores as replicas, the driver (LoadGen, the harness) takes its CPU
+   from the replicas; the wider model shows how much of the gap that is.
+
+    python benchmarks/bench_ray.py [--replicas 2] [--batch 256] [--hidden 1024 4096] [--seconds 6] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_core import heavy_mlp, plain_ort_loop  # noqa: E402
+
+from harness.config.run_config import RunConfig  # noqa: E402
+from harness.run import runner  # noqa: E402
+
+
+def plain_processes(model: Path, n: int, batch: int, seconds: float) -> float:
+    """Samples a second of n processes running the plain loop at once (spawned, so each is
+    a fresh interpreter as a Ray worker is)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(n) as pool:
+        return sum(pool.starmap(plain_ort_loop, [(model, batch, 1, seconds)] * n))
+
+
+def harness_run(model: Path, n: int, batch: int, seconds: float, hint: float, out: Path, replicas: bool) -> float:
+    """The harness's Offline throughput with n replicas on Ray, or (replicas False) in one
+    process with n single-threaded workers: the same per-sample work in the driver, no Ray."""
+    scale: dict = ({"distribute": {"replicas": n, "in_flight": 2}} if replicas
+                   else {"workers": n, "backend_options": {"intra_op_threads": 1}})
+    config = RunConfig(name="bench-ray", backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
+                       offline_expected_qps=hint, min_duration_s=seconds, **scale)
+    s = runner.run(config, out).summary
+    if s["validity"]["result"] != "VALID" or s["harness"]["success_rate"] != 1.0:
+        print(f"  note: a run was {s['validity']['result']}, success {s['harness']['success_rate']}")
+    return s["loadgen"]["throughput_per_s"]
+
+
+def per_call(model: Path, batch: int, calls: int) -> tuple[list[float], list[float], list[float]]:
+    """Round-trip µs of `calls` calls through one replica actor, naming the samples by index
+    (the harness's path: the replica holds the data) and carrying the tensors, and of the
+    same `predict` in this process."""
+    import ray
+
+    from backends.onnxruntime import OnnxRuntimeBackend
+    from backends.base import LoadContext
+    from harness.child.replicas import ReplicaActor
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(include_dashboard=False, _node_ip_address="127.0.0.2", log_to_driver=False, configure_logging=False)
+    try:
+        options = {"intra_op_threads": 1}
+        actor = ray.remote(ReplicaActor).remote("onnxruntime", options)
+        ctx = LoadContext(str(model), batch, "Offline", 0, 1)
+        ray.get(actor.load.remote(ctx))
+        ray.get(actor.build_dataset.remote(f"synthetic:n={batch}", 0))
+        ray.get(actor.load_samples.remote(list(range(batch))))
+        local = OnnxRuntimeBackend(OnnxRuntimeBackend.Options(**options))
+        local.load(ctx)
+        x = {"x": np.random.default_rng(0).standard_normal((batch, 512)).astype(np.float32)}
+        indices = list(range(batch))
+        calls_of = {"indices": lambda: ray.get(actor.predict_indices.remote(indices)),
+                    "tensors": lambda: ray.get(actor.predict.remote(x)), "local": lambda: local.predict(x)}
+        for _ in range(20):  # warm every path
+            for call in calls_of.values():
+                call()
+        us: dict[str, list[float]] = {k: [] for k in calls_of}
+        for _ in range(calls // 100):
+            for key, call in calls_of.items():
+                for _ in range(100):
+                    t0 = time.perf_counter_ns()
+                    call()
+                    us[key].append((time.perf_counter_ns() - t0) / 1e3)
+        return us["indices"], us["tensors"], us["local"]
+    finally:
+        ray.shutdown()
+
+
+def p(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def throughput(model: Path, label: str, args: argparse.Namespace, work: Path) -> None:
+    sides: dict[str, list[float]] = {"plain": [], "replicas": [], "one process": []}
+    names = {"plain": f"{args.replicas} plain processes, session.run loop",
+             "replicas": f"harness, {args.replicas} Ray replicas",
+             "one process": f"harness, one process, {args.replicas} workers (no Ray)"}
+    for r in range(args.rounds):
+        order = list(sides) if r % 2 == 0 else list(reversed(sides))
+        for side in order:
+            hint = 1.5 * (sides["plain"][-1] if sides["plain"] else 200_000)
+            if side == "plain":
+                sides[side].append(plain_processes(model, args.replicas, args.batch, args.seconds))
+            else:
+                sides[side].append(harness_run(model, args.replicas, args.batch, args.seconds, hint, work / "runs",
+                                               replicas=side == "replicas"))
+        print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in sides.items()), flush=True)
+    print(f"\nthroughput, {args.replicas} x {label}, batch {args.batch}, samples/s (LoadGen Offline for the harness)")
+    print(f"  {'side':<50}{'median':>10}{'rounds':>22}{'/ plain':>9}{'rounds':>14}")
+    for side, values in sides.items():
+        ratios = [v / b for v, b in zip(values, sides["plain"])]
+        print(f"  {names[side]:<50}{statistics.median(values):>10,.0f}{min(values):>12,.0f}-{max(values):<9,.0f}"
+              f"{statistics.median(ratios):>9.3f}{min(ratios):>8.3f}-{max(ratios):.3f}")
+    ratio = statistics.median([v / b for v, b in zip(sides["replicas"], sides["plain"])])
+    print(f"  goal: replicas >= 0.90 of the plain processes: {'PASS' if ratio >= 0.90 else 'FAIL'} ({ratio:.3f}); "
+          f"the one-process row is the harness's own per-sample cost, without Ray")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replicas", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--hidden", type=int, nargs="+", default=[1024, 4096],
+                    help="MLP widths: 1024 is ~13 µs a sample here, 4096 ~16x that")
+    ap.add_argument("--seconds", type=float, default=6.0, help="length of each throughput measurement")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    print(f"cores: {os.cpu_count()}; replicas {args.replicas}, batch {args.batch}, 1 ORT thread each; "
+          f"{args.rounds} rounds of {args.seconds:g} s")
+    with tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp:
+        work = Path(tmp)
+        for hidden in args.hidden:
+            model = work / f"mlp{hidden}.onnx"
+            heavy_mlp(model, hidden)
+            label = f"MLP 512-{hidden}-{hidden}-10"
+            print(f"\n{label}: per call, one replica on a local Ray (127.0.0.2), 1,000 calls each side")
+            print(f"  {'batch':>7}{'in-process':>13}{'Ray, indices':>15}{'p99':>9}{'Ray adds':>11}{'Ray, tensors':>15}"
+                  f"{'Ray adds':>11}   (µs, p50 unless said)")
+            for b in (1, args.batch):
+                by_index, by_tensor, local_us = per_call(model, b, 1000)
+                base = statistics.median(local_us)
+                print(f"  {b:>7}{base:>13,.1f}{statistics.median(by_index):>15,.1f}{p(by_index, 99):>9,.0f}"
+                      f"{statistics.median(by_index) - base:>11,.1f}{statistics.median(by_tensor):>15,.1f}"
+                      f"{statistics.median(by_tensor) - base:>11,.1f}")
+            throughput(model, label, args, work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
