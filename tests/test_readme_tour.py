@@ -106,6 +106,13 @@ OVERRIDES = {
     "harness run --backend http --set protocol=openai-chat --set url=http://127.0.0.1:8000/v1 --set model_name=smollm2 "
     "--dataset synthetic:isl=128,osl=64 -c scenarios/llm-server.yaml --telemetry server=http://127.0.0.1:8000/metrics "
     "--telemetry host": "--set min_duration_s=0 --set target_qps=20",
+    # the scale-out lines: the replicas run as short as line 2; the client shards run as the
+    # LLM line above
+    "harness run --backend onnxruntime --model model.onnx --scenario Offline --set distribute.replicas=2":
+        "--set min_duration_s=0",
+    "harness run --backend http --set protocol=openai-chat --set url=http://127.0.0.1:8000/v1 --set model_name=smollm2 "
+    "--dataset synthetic:isl=128,osl=64 -c scenarios/llm-server.yaml --set distribute.client_processes=2":
+        "--set min_duration_s=0 --set target_qps=20",
     # five of the line-2 run above, each as short
     "harness run ... --repeat 5": "--set min_duration_s=0",
     # scenarios/server.yaml's 15 s a point; 1,000 queries (one stall allowed, as above) take
