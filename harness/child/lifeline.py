@@ -72,6 +72,7 @@ class Lifeline:
                 if self._records is not None:
                     self._records.close()
             finally:
+                end_children()
                 os._exit(128 + signum)
 
     def _on_signal(self, wake: socket.socket) -> None:
@@ -92,6 +93,23 @@ class Lifeline:
 
 def _ignore(signum: int, frame: Any) -> None:
     """The work is done by Lifeline's thread; by the time this runs the process is ending."""
+
+
+def end_children() -> None:
+    """Kill every process this one started, before it ends with os._exit: a local Ray's
+    daemons (its dashboard and runtime-env agents outlived the test process by minutes when
+    it was stopped), client shards. A cluster the run joined is not its child: untouched."""
+    try:
+        import psutil
+
+        children = psutil.Process().children(recursive=True)
+    except Exception:  # noqa: BLE001 - no psutil, or /proc unreadable: nothing more to do
+        return
+    for child in children:
+        try:
+            child.kill()
+        except Exception:  # noqa: BLE001 - gone already
+            pass
 
 
 def die_with_parent() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from backends.base import LoadContext
-from harness.child.lifeline import Lifeline
+from harness.child.lifeline import Lifeline, end_children
 from harness.child.record_writer import RecordWriter
 from harness.config import registry
 from harness.config.host import usable_cores
@@ -363,6 +363,7 @@ def crash(run_dir: Path, records: RecordWriter, exc: BaseException) -> NoReturn:
         write_error(run_dir, exc)
         records.close()
     finally:
+        end_children()  # a local Ray's daemons, client shards: none outlives the run
         os._exit(1)
 
 

@@ -113,3 +113,45 @@ def test_replicas_gather_their_own_batches_and_score_as_one_process(tmp_path, em
     assert s["accuracy"]["scored_samples"] == local["scored_samples"] > 300
     assert s["accuracy"]["value"] == local["value"] > 0.9
     assert all(r["samples"] > 0 for r in s["replicas"])
+
+
+def test_stopping_a_replicas_run_leaves_no_ray_process_behind(tmp_path):
+    """Ctrl-C during a run on a local Ray: the run stops as any run (records kept, summary
+    written, exit 3), and every process the test process started (Ray's daemons, its
+    workers, the replicas) ends with it. Ray's agents used to outlive it."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.support.processes import children, gone, wait_for
+
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "--backend", "synthetic", "--scenario", "Server", "--set",
+         "service_time_ms=1", "--set", "target_qps=100", "--set", "min_duration_s=60", "--set", "distribute.replicas=2",
+         "--output-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        child = wait_for(lambda: children(parent.pid), 60, "no test process")[0]
+        cluster = wait_for(lambda: next(tmp_path.glob("*/cluster.json"), None), 120, "no cluster.json")
+        partial = cluster.parent / "records.partial"
+        wait_for(lambda: partial.exists() and partial.stat().st_size > 2000, 60, "no records reached the disk")
+        started = [p.pid for p in psutil.Process(child).children(recursive=True)]
+        assert len(started) >= 4  # Ray's daemons and the two replicas at least
+        os.killpg(parent.pid, signal.SIGINT)
+        _, err = parent.communicate(timeout=30)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert parent.returncode == 3, err
+    summary = json.loads((cluster.parent / "summary.json").read_text())
+    assert summary["status"] == "incomplete" and summary["harness"]["samples"] > 0
+    for pid in started:
+        wait_for(lambda pid=pid: gone(pid), 10, f"pid {pid} ({_name(pid)}) still runs")
+
+
+def _name(pid: int) -> str:
+    try:
+        return " ".join(open(f"/proc/{pid}/cmdline").read().split("\0"))[:80]
+    except OSError:
+        return "gone"
