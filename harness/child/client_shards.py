@@ -41,6 +41,7 @@ from harness.child.shard_links import ProcessLink, RayLink, ShardLost
 from harness.child.stream_sut import lag_summary
 from harness.config.host import usable_cores
 from harness.config.run_config import RunConfig
+from harness.data.datasets import HeldElsewhere
 from harness.errors import ConfigError, RunError
 from harness.results.stats import distribution
 
@@ -233,32 +234,6 @@ def _finish(link: Any) -> dict[str, Any]:
         return link.call("finish")
     except ShardLost:
         return {}
-
-
-class ShardedDataset:
-    """The QSL's dataset in the driver: its size, labels and fingerprint are the source's;
-    loading and unloading go to every shard, which prepare their own requests."""
-
-    def __init__(self, source: Any, shards: ShardSet) -> None:
-        self.source = source
-        self.shards = shards
-        self.labels = source.labels
-        self.validate = None
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def load(self, indices: list[int]) -> None:
-        self.shards.load(list(indices))
-
-    def unload(self, indices: list[int]) -> None:
-        self.shards.unload(list(indices))
-
-    def fingerprint(self) -> str:
-        return self.source.fingerprint()
-
-    def describe(self) -> dict[str, Any]:
-        return self.source.describe()
 
 
 class ShardedSUT:
@@ -492,7 +467,7 @@ class ShardedFactory:
 
 
 def build_sharded(config: RunConfig, backend: Any, options: dict[str, Any],
-                  return_outputs: bool) -> tuple[ShardedDataset, ShardedFactory]:
+                  return_outputs: bool) -> tuple[HeldElsewhere, ShardedFactory]:
     """(dataset, sut_factory) for an event-loop backend served by client shards. The
     backend loaded here only builds the dataset (its tokenizer) and describes the run;
     every request goes out from a shard."""
@@ -501,4 +476,5 @@ def build_sharded(config: RunConfig, backend: Any, options: dict[str, Any],
     source = build_source(config, backend)
     shards = ShardSet(config, options, return_outputs, in_flight_limit(config.concurrency, backend.max_in_flight))
     shards.start(source.fingerprint())
-    return ShardedDataset(source, shards), ShardedFactory(config, shards, backend.produces_tokens)
+    # Each shard prepares its own requests from its own copy: LoadGen's load goes to them.
+    return HeldElsewhere(source, shards.load, shards.unload), ShardedFactory(config, shards, backend.produces_tokens)

@@ -31,6 +31,7 @@ from backends.base import BackendDescription, LoadContext, TensorSpec
 from harness.child import ray_cluster
 from harness.child.ray_cluster import START_TIMEOUT_S
 from harness.config.run_config import Distribute, RunConfig
+from harness.data.datasets import HeldElsewhere
 from harness.errors import ConfigError, RunError
 
 
@@ -298,33 +299,12 @@ class ReplicaPool:
         }
 
 
-class ReplicatedDataset:
-    """The QSL's dataset in the driver when replicas serve the run: size, labels, samples
-    for the warm-up and the fingerprint are the source's; LoadGen's load and unload go to
-    every replica, and a batch is the indices (SampleIndices), gathered by the replica."""
+class ReplicatedDataset(HeldElsewhere):
+    """The driver's dataset when replicas serve the run (HeldElsewhere: LoadGen's load and
+    unload go to every replica); a batch is its sample indices, gathered by the replica."""
 
     def __init__(self, source: Any, pool: ReplicaPool) -> None:
-        self.source = source
-        self.pool = pool
-        self.labels = source.labels
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def load(self, indices: list[int]) -> None:
-        self.pool.load_samples(list(indices))
-
-    def unload(self, indices: list[int]) -> None:
-        self.pool.unload_samples(list(indices))
+        super().__init__(source, pool.load_samples, pool.unload_samples)
 
     def batch(self, indices: list[int]) -> SampleIndices:
         return SampleIndices(indices)
-
-    def materialize(self, index: int) -> Any:
-        return self.source.materialize(index)
-
-    def fingerprint(self) -> str:
-        return self.source.fingerprint()
-
-    def describe(self) -> dict[str, Any]:
-        return self.source.describe()

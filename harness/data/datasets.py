@@ -258,6 +258,36 @@ def _int(params: dict[str, str], key: str, default: int, spec: str) -> int:
         raise DatasetError(f"dataset spec {spec!r}: {key} must be an integer") from e
 
 
+class HeldElsewhere:
+    """The QSL's dataset in a process that serves none of the samples itself: its size,
+    labels, samples (for a warm-up) and fingerprint are `source`'s, while LoadGen's load and
+    unload go to the processes that do serve them (client shards, backend replicas), each
+    holding its own copy built from the same spec."""
+
+    def __init__(self, source: Dataset, load: Any, unload: Any) -> None:
+        self.source = source
+        self.labels = source.labels
+        self._load, self._unload = load, unload
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def load(self, indices: Iterable[int]) -> None:
+        self._load(list(indices))
+
+    def unload(self, indices: Iterable[int]) -> None:
+        self._unload(list(indices))
+
+    def materialize(self, index: int) -> Any:
+        return self.source.materialize(index)
+
+    def fingerprint(self) -> str:
+        return self.source.fingerprint()
+
+    def describe(self) -> dict[str, Any]:
+        return self.source.describe()
+
+
 def build_tensor_dataset(spec: str, inputs: list[TensorSpec], seed: int) -> Dataset:
     parsed = parse_dataset_spec(spec)
     kind, params = parsed.kind, dict(parsed.params)

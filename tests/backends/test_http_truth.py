@@ -64,7 +64,10 @@ def test_single_stream_matches_injected_timing(run_harness):
         assert _close(tok["agreement"][k], 1.0, 0.02), (k, tok["agreement"])
 
 
-def test_32_streams_match_injected_timing(run_harness):
+# The same bounds hold when the requests go out from two client shards (docs/distribute.md):
+# each keeps 16 streams, LoadGen and the records stay in the test process.
+@pytest.mark.parametrize("distribute", [{}, {"client_processes": 2}], ids=["one loop", "2 client shards"])
+def test_32_streams_match_injected_timing(run_harness, distribute):
     t = Timing(ttft_ms=100, tpot_ms=10, tokens=30)
     written: list[list[int]] = []
     with ServerThread(openai_app(t, written=written)) as srv:
@@ -76,6 +79,7 @@ def test_32_streams_match_injected_timing(run_harness):
             min_duration_s=0.1,
             min_query_count=32,
             offline_expected_qps=1,
+            distribute=distribute,
             **TOKEN_RUN,
         )
     tok = s["tokens"]

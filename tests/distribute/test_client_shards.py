@@ -15,8 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -29,7 +27,7 @@ from harness.errors import ConfigError
 from harness.results.records import read_records
 from harness.run import runner
 from tests.support.http_servers import ServerThread, Timing, openai_app
-from tests.support.processes import gone, wait_for
+from tests.support.processes import gone, kill_when_placed, wait_for
 
 TOKEN_RUN = dict(use_token_latencies=True, ttft_latency_ms=5000, tpot_latency_ms=1000)
 
@@ -94,45 +92,29 @@ def test_clock_offset_is_bounded_by_every_exchange():
 # --- against injected truth --------------------------------------------------------------
 
 
-def test_two_shards_match_injected_timing(run_harness):
-    """The single loop's 32-stream test (test_http_truth) through two client processes."""
-    t = Timing(ttft_ms=100, tpot_ms=10, tokens=30)
-    written: list[list[int]] = []
-    with ServerThread(openai_app(t, written=written)) as srv:
+def test_two_shards_split_the_streams_on_this_hosts_clock(run_harness):
+    """(Their timing against the truth: tests/backends/test_http_truth.py runs its 32-stream
+    test through two shards too.) Each shard sends its share, from its own process, on
+    this process's clock, and summary.json and the backend's description say so."""
+    t = Timing(ttft_ms=20, tpot_ms=2, tokens=8)
+    with ServerThread(openai_app(t)) as srv:
         run_dir, s = run_harness(
-            backend="http",
-            scenario="Offline",
-            dataset="synthetic:isl=32,osl=30,n=32",
-            backend_options=_opts(srv, max_in_flight=32, warmup_requests=32),
-            min_duration_s=0.1,
-            min_query_count=32,
-            offline_expected_qps=1,
-            distribute={"client_processes": 2},
-            **TOKEN_RUN,
+            backend="http", scenario="Offline", dataset="synthetic:isl=8,osl=8,n=16",
+            backend_options=_opts(srv, max_in_flight=16, warmup_requests=4), min_duration_s=0.1,
+            min_query_count=16, offline_expected_qps=1, distribute={"client_processes": 2}, **TOKEN_RUN,
         )
-    tok = s["tokens"]
-    assert s["harness"]["samples"] == 32 and s["harness"]["success_rate"] == 1.0
-    assert t.ttft_ms <= tok["ttft_ms"]["p50"] < t.ttft_ms * 1.3
-    timed = [w for w in written[32:] if len(w) == t.tokens]  # each shard's 16 warm-up requests came first
-    assert len(timed) == 32
-    server_tpot = float(np.median([(w[-1] - w[0]) / (len(w) - 1) for w in timed])) / 1e6
-    assert _close(tok["tpot_ms"]["p50"], server_tpot, 0.03), (tok["tpot_ms"]["p50"], server_tpot)
-    e2e = t.ttft_ms + (t.tokens - 1) * t.tpot_ms
-    assert e2e <= tok["e2e_ms"]["p50"] < e2e * 1.08
-    assert s["harness"]["queue_ms"]["p99"] < 10  # forwarded at once, not queued behind anything
-    assert _close(tok["agreement"]["output_tokens_per_s"], 1.0, 0.02)
-    # each shard sent half, on its own pid, with this process's clock
+    assert s["harness"]["samples"] == 16 and s["harness"]["success_rate"] == 1.0
     rec = read_records(run_dir).columns
-    assert sorted(np.bincount(np.asarray(rec["worker"])).tolist()) == [16, 16]
+    assert sorted(np.bincount(np.asarray(rec["worker"])).tolist()) == [8, 8]
     cluster = _cluster(run_dir)
     assert cluster["transport"] == "process" and len({sh["pid"] for sh in cluster["shards"]} | {os.getpid()}) == 3
     for sh in cluster["shards"]:
-        assert sh["limit"] == 16 and sh["clock"]["same_clock"] and sh["clock"]["applied_offset_ns"] == 0
+        assert sh["limit"] == 8 and sh["clock"]["same_clock"] and sh["clock"]["applied_offset_ns"] == 0
         # one host, one CLOCK_MONOTONIC: the measured offset is zero within its bound
         assert abs(sh["clock"]["start"]["offset_ns"]) <= sh["clock"]["start"]["uncertainty_ns"] + 1000
     shards = s["client_shards"]["shards"]
-    assert [sh["samples"] for sh in shards] == [16, 16] and all(sh["hop_back_us"]["p50"] > 0 for sh in shards)
-    assert len(s["backend"]["client_shards"]) == 2
+    assert [sh["samples"] for sh in shards] == [8, 8] and all(sh["hop_back_us"]["p50"] > 0 for sh in shards)
+    assert [d["max_in_flight"] for d in s["backend"]["client_shards"]] == [8, 8]  # each its share
 
 
 def test_server_scenario_through_shards_agrees_with_loadgen(run_harness, tmp_path):
@@ -203,26 +185,6 @@ def test_a_shard_whose_clock_is_off_is_measured_and_corrected(run_harness, monke
 # --- faults ------------------------------------------------------------------------------
 
 
-def _kill_shard_when_running(root, shard: int, after_s: float, killed: list[int]) -> threading.Thread:
-    def kill() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            for cluster in root.glob("*/cluster.json"):
-                try:
-                    pid = json.loads(cluster.read_text())["shards"][shard]["pid"]
-                except (ValueError, KeyError, IndexError):
-                    continue
-                time.sleep(after_s)  # inside the timed test
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-                return
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=kill, daemon=True)
-    thread.start()
-    return thread
-
-
 def _server_run(url: str, **kw: Any) -> RunConfig:
     return RunConfig(backend="http", scenario="Server", dataset="synthetic:isl=8,osl=40,n=64",
                      backend_options={"protocol": "openai-chat", "url": url}, target_qps=40, min_duration_s=4,
@@ -235,7 +197,7 @@ def test_a_shard_killed_mid_run_fails_only_its_requests(tmp_path):
     t = Timing(ttft_ms=20, tpot_ms=10, tokens=40)
     killed: list[int] = []
     with ServerThread(openai_app(t)) as srv:
-        thread = _kill_shard_when_running(tmp_path, 1, 1.5, killed)
+        thread = kill_when_placed(tmp_path, "shards", 1, 1.5, killed)
         out = runner.run(_server_run(srv.url + "/v1", distribute={"client_processes": 2}), tmp_path)
         thread.join()
     assert killed
@@ -257,7 +219,7 @@ def test_on_loss_stop_ends_the_run_incomplete_with_its_records(tmp_path):
     t = Timing(ttft_ms=20, tpot_ms=5, tokens=20)
     killed: list[int] = []
     with ServerThread(openai_app(t)) as srv:
-        thread = _kill_shard_when_running(tmp_path, 0, 1.5, killed)
+        thread = kill_when_placed(tmp_path, "shards", 0, 1.5, killed)
         out = runner.run(_server_run(srv.url + "/v1", distribute={"client_processes": 2, "on_loss": "stop"}), tmp_path)
         thread.join()
     s = out.summary

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
 from harness.results.records import read_records
 from harness.run import runner
+from tests.support.processes import kill_when_placed
 
 
 def _config(**kw) -> RunConfig:
@@ -59,28 +58,12 @@ def test_two_replicas_serve_the_run_and_agree_with_loadgen(tmp_path, scenario, e
 def test_a_replica_killed_mid_run_fails_only_its_calls(tmp_path):
     config = _config(scenario="Server", target_qps=100, min_duration_s=4, min_query_count=300, min_success_rate=0)
     killed: list[int] = []
-
-    def kill_replica_one() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            for cluster in tmp_path.glob("*/cluster.json"):
-                try:
-                    pid = json.loads(cluster.read_text())["replicas"][1]["pid"]
-                except (ValueError, KeyError, IndexError):
-                    continue
-                time.sleep(1.5)  # inside the timed test
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-                return
-            time.sleep(0.05)
-
-    t = threading.Thread(target=kill_replica_one, daemon=True)
-    t.start()
+    t = kill_when_placed(tmp_path, "replicas", 1, 1.5, killed)
     out = runner.run(config, tmp_path)
     t.join()
     assert killed
     s = out.summary
-    assert s["status"] == "complete"  # on_replica_loss: continue
+    assert s["status"] == "complete"  # on_loss: continue
     lost = [r for r in s["replicas"] if r["lost"]]
     assert [r["replica"] for r in lost] == [1]
     assert 1 <= lost[0]["failed"] <= 2 * 4  # its in-flight call (and a sibling's), no more

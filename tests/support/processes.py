@@ -3,7 +3,10 @@ whether one has exited."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -44,3 +47,26 @@ def gone(pid: int) -> bool:
     except OSError:
         return True
     return state in ("Z", "X")
+
+
+def kill_when_placed(root: Path, members: str, index: int, after_s: float, killed: list[int]) -> threading.Thread:
+    """A thread that waits for a run under `root` to write cluster.json, then SIGKILLs its
+    `members` ("replicas" or "shards") entry `index` `after_s` later (inside the timed
+    test), and appends the pid to `killed`."""
+    def kill() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for cluster in root.glob("*/cluster.json"):
+                try:
+                    pid = json.loads(cluster.read_text())[members][index]["pid"]
+                except (ValueError, KeyError, IndexError):
+                    continue
+                time.sleep(after_s)
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
