@@ -96,10 +96,20 @@ class ShardSet:
         self._cluster: dict[str, Any] = {}
 
     def _each(self, fn: Any) -> list[Any]:
-        """fn(link) for every live shard at once (a setup or load waits for the slowest only)."""
-        links = [link for link in self.links if not link.lost]
-        with ThreadPoolExecutor(max_workers=min(32, max(1, len(links)))) as pool:
-            return list(pool.map(fn, links))
+        """fn(link) for every shard at once (a setup or load waits for the slowest only),
+        in the links' order; None for a shard lost before or during the call."""
+        def one(link: Any) -> Any:
+            if link.lost:
+                return None
+            try:
+                return fn(link)
+            except ShardLost:
+                if link.lost:  # it died meanwhile: the SUT fails what it had
+                    return None
+                raise
+
+        with ThreadPoolExecutor(max_workers=min(32, max(1, len(self.links)))) as pool:
+            return list(pool.map(one, self.links))
 
     def start(self, fingerprint: str) -> None:
         """Start every shard, set it up (backend, dataset, warm-up), check it built the same
@@ -130,6 +140,7 @@ class ShardSet:
                 self._starts.append(estimate)
                 self._applied.append(applied)
                 self._same.append(same)
+                self.clocks.append(clock_sync.describe(estimate, None, same, applied))
             if self._ray is not None:
                 for link in self.links:
                     link.start_reader()
@@ -183,16 +194,9 @@ class ShardSet:
     def finish(self) -> None:
         """After the test: each live shard's clock measured again (the drift), its loop
         drained and its figures kept; then every shard closed."""
-        ends: list[clock_sync.ClockEstimate | None] = []
-        for link in self.links:
-            try:
-                ends.append(None if link.lost else
-                            clock_sync.estimate_offset([link.clock_exchange() for _ in range(clock_sync.EXCHANGES)]))
-            except ShardLost:
-                ends.append(None)
-        self.finals = self._each(_finish)
-        finals = iter(self.finals)
-        self.finals = [{} if link.lost else next(finals) for link in self.links]
+        ends = self._each(lambda link: clock_sync.estimate_offset(
+            [link.clock_exchange() for _ in range(clock_sync.EXCHANGES)]))
+        self.finals = [final or {} for final in self._each(lambda link: link.call("finish"))]
         self.clocks = [clock_sync.describe(start, end, same, applied)
                        for start, end, same, applied in zip(self._starts, ends, self._same, self._applied)]
         self.close()
@@ -221,19 +225,10 @@ class ShardSet:
             "driver_clock_id": clock_sync.clock_identity(),
             "shards": [{"shard": link.index, "limit": self.limits[link.index], **link.where,
                         **({"load_s": r["load_s"], "warmup_s": r["warmup_s"]} if r else {}),
-                        "clock": self.clocks[link.index] if link.index < len(self.clocks) else (
-                            clock_sync.describe(self._starts[link.index], None, self._same[link.index],
-                                                self._applied[link.index]) if link.index < len(self._starts) else None),
+                        "clock": self.clocks[link.index] if link.index < len(self.clocks) else None,
                         "lost": link.index in lost}
                        for link, r in zip(self.links, self.ready or [{}] * len(self.links))],
         }
-
-
-def _finish(link: Any) -> dict[str, Any]:
-    try:
-        return link.call("finish")
-    except ShardLost:
-        return {}
 
 
 class ShardedSUT:

@@ -94,6 +94,9 @@ class ProcessLink(_Handlers):
         self._waiting[cid] = (done, box)
         sent = _now()
         self._send(("call", cid, method, args))
+        if self.lost is not None and not done.is_set():  # the receiver ended before it saw this call
+            self._waiting.pop(cid, None)
+            raise ShardLost(self.lost)
         if not done.wait(timeout):
             raise ShardLost(f"client shard {self.index} did not answer {method} in {timeout:g} s")
         ok, value, received = box
