@@ -14,6 +14,9 @@ figures side by side.
    range beside them. Goal: the replicas reach >= 90 % of the plain processes. On a
    machine with as many cores as replicas, the driver (LoadGen, the harness) takes its CPU
    from the replicas; the wider model shows how much of the gap that is.
+3. Where it goes, before the harness's rounds: the same model in N Ray actors with no
+   harness, the loop inside each, one call a batch through Ray's core API, and through
+   Ray Compiled Graphs, beside N plain processes.
 
     python benchmarks/bench_ray.py [--replicas 2] [--batch 256] [--hidden 1024 4096] [--seconds 6] [--rounds 5]
 """
@@ -28,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +107,78 @@ def per_call(model: Path, batch: int, calls: int) -> tuple[list[float], list[flo
         ray.shutdown()
 
 
+class LoopActor:
+    """The bench's model in a Ray actor, without the harness: a loop inside it, or one call
+    per batch (by index), for `where_it_goes`."""
+
+    def __init__(self, model: str, batch: int) -> None:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = so.inter_op_num_threads = 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        self.data = np.random.default_rng(0).standard_normal((batch, 512)).astype(np.float32)
+
+    def predict(self, indices: list[int]) -> Any:
+        return self.session.run(None, {"x": self.data[indices]})[0]
+
+    def loop(self, seconds: float) -> float:
+        n, t0, indices = 0, time.perf_counter(), list(range(len(self.data)))
+        while time.perf_counter() - t0 < seconds:
+            self.predict(indices)
+            n += len(indices)
+        return n / (time.perf_counter() - t0)
+
+
+def where_it_goes(model: Path, n: int, batch: int, seconds: float) -> dict[str, float]:
+    """Samples a second of n Ray actors running the model with no harness: the loop inside
+    each (Ray's resident processes only), one call a batch through Ray's core API (two in
+    flight an actor, as the replicas), and through Ray Compiled Graphs (one call at a time:
+    a graph's results are read in order by one thread)."""
+    import threading
+
+    import ray
+    from ray.dag import InputNode
+
+    ray.init(include_dashboard=False, _node_ip_address="127.0.0.2", log_to_driver=False, configure_logging=False)
+    try:
+        actors = [ray.remote(num_cpus=1)(LoopActor).remote(str(model), batch) for _ in range(n)]
+        indices = list(range(batch))
+        ray.get([a.predict.remote(indices) for a in actors])
+        out = {"inside the actors, no calls": sum(ray.get([a.loop.remote(seconds) for a in actors]))}
+
+        def drive(calls: list[Any]) -> float:
+            done, stop = [0], time.perf_counter() + seconds
+
+            def one(call: Any) -> None:
+                while time.perf_counter() < stop:
+                    call()
+                    done[0] += batch
+
+            threads = [threading.Thread(target=one, args=(c,)) for c in calls]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            return done[0] / seconds
+
+        out["Ray core calls, 2 in flight an actor"] = drive(
+            [lambda a=a: ray.get(a.predict.remote(indices)) for a in actors for _ in range(2)])
+        graphs = []
+        for a in actors:
+            with InputNode() as inp:
+                graphs.append(a.predict.bind(inp).experimental_compile())
+        for g in graphs:
+            ray.get(g.execute(indices))
+        out["Ray Compiled Graphs, 1 in flight"] = drive([lambda g=g: ray.get(g.execute(indices)) for g in graphs])
+        for g in graphs:
+            g.teardown()
+        return out
+    finally:
+        ray.shutdown()
+
+
 def p(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
@@ -159,6 +235,11 @@ def main() -> int:
                 print(f"  {b:>7}{base:>13,.1f}{statistics.median(by_index):>15,.1f}{p(by_index, 99):>9,.0f}"
                       f"{statistics.median(by_index) - base:>11,.1f}{statistics.median(by_tensor):>15,.1f}"
                       f"{statistics.median(by_tensor) - base:>11,.1f}")
+            plain = plain_processes(model, args.replicas, args.batch, args.seconds)
+            print(f"\n{label}: where the throughput goes, no harness, batch {args.batch}, one run each (samples/s)")
+            print(f"  {f'{args.replicas} plain processes, session.run loop':<56}{plain:>10,.0f}")
+            for name, rate in where_it_goes(model, args.replicas, args.batch, args.seconds).items():
+                print(f"  {f'{args.replicas} Ray actors, ' + name:<56}{rate:>10,.0f}{rate / plain:>8.3f}")
             throughput(model, label, args, work)
     return 0
 
