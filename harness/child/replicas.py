@@ -24,12 +24,15 @@ version, its nodes and their resources) are returned by `cluster()` for cluster.
 
 from __future__ import annotations
 
+import secrets
+import threading
 import time
 from typing import Any
 
 from backends.base import BackendDescription, LoadContext, TensorSpec
 from harness.child import ray_cluster
 from harness.child.ray_cluster import START_TIMEOUT_S
+from harness.child.replica_channel import ChannelClient, ChannelLost, ChannelServer
 from harness.config.run_config import Distribute, RunConfig
 from harness.data.datasets import HeldElsewhere
 from harness.errors import ConfigError, RunError
@@ -56,6 +59,10 @@ class ReplicaActor:
         cls = registry.get(backend)
         self.backend = cls(cls.Options(**options))
         self.dataset: Any = None
+        # The backend runs one call at a time, whichever way the call came (Ray's own
+        # thread, or a direct channel's thread per connection: replica_channel).
+        self._lock = threading.Lock()
+        self._channel: ChannelServer | None = None
 
     def build_dataset(self, spec: str, seed: int) -> str:
         """The run's dataset, built here from the same spec and seed; its fingerprint."""
@@ -65,13 +72,24 @@ class ReplicaActor:
         return self.dataset.fingerprint()
 
     def load_samples(self, indices: list[int]) -> None:
-        self.dataset.load(indices)
+        with self._lock:
+            self.dataset.load(indices)
 
     def unload_samples(self, indices: list[int]) -> None:
-        self.dataset.unload(indices)
+        with self._lock:
+            self.dataset.unload(indices)
+
+    def _predict_indices(self, indices: list[int]) -> Any:
+        return self.backend.predict(self.dataset.batch(list(indices)))
 
     def predict_indices(self, indices: list[int]) -> Any:
-        return self.backend.predict(self.dataset.batch(list(indices)))
+        with self._lock:
+            return self._predict_indices(indices)
+
+    def open_channel(self, key: bytes) -> tuple[str, int]:
+        """Listen for the driver's workers on this node's address (replica_channel)."""
+        self._channel = ChannelServer(ray_cluster.where()["address"], key, self._predict_indices, self._lock)
+        return self._channel.address
 
     def load(self, ctx: LoadContext) -> float:
         t0 = time.perf_counter()
@@ -98,7 +116,10 @@ class ReplicaActor:
         return ray_cluster.where()
 
     def close(self) -> None:
-        self.backend.close()
+        if self._channel is not None:
+            self._channel.close()
+        with self._lock:
+            self.backend.close()
 
 
 class ReplicaClient:
@@ -106,9 +127,11 @@ class ReplicaClient:
 
     A backend exception inside the actor comes back as itself (the records say
     "ValueError: ...", as for a local backend); the actor's death is `ReplicaLost`, and
-    `lost` keeps the reason."""
+    `lost` keeps the reason. With a channel (replica_calls: direct) the timed calls,
+    sample indices, go over it; a whole batch (the child's first call) still goes by Ray."""
 
-    def __init__(self, replica: int, actor: Any, where: dict[str, Any]) -> None:
+    def __init__(self, replica: int, actor: Any, where: dict[str, Any],
+                 channel: tuple[tuple[str, int], bytes] | None = None) -> None:
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
@@ -117,19 +140,50 @@ class ReplicaClient:
         self._actor = actor
         self._where = where
         self.lost: str | None = None
+        self._channel = None if channel is None else ChannelClient(*channel, alive=self._check_alive)
 
     def predict(self, batch: dict[str, Any] | SampleIndices) -> Any:
         try:
             if isinstance(batch, SampleIndices):
+                if self._channel is not None:
+                    return self._channel.call(list(batch))
                 return self._get(self._actor.predict_indices.remote(batch))
             return self._get(self._actor.predict.remote(batch))
         except self._task_error as e:
             raise _backend_error(e) from None
         except self._actor_error as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            self.lost = (f"replica {self.replica} (pid {self._where.get('pid')} on {self._where.get('address')}) "
-                         f"died: {first[:200]}")
-            raise ReplicaLost(self.lost) from None
+            raise self._died(e) from None
+        except ChannelLost as e:
+            # Ray knows why the actor ended; the connection only that it closed.
+            raise self._died(self._death(10.0) or e) from None
+
+    def _death(self, timeout: float) -> Exception | None:
+        """Why Ray says the replica's actor is dead; None while it answers."""
+        from ray.exceptions import GetTimeoutError
+
+        try:
+            self._get(self._actor.where.remote(), timeout=timeout)
+        except self._actor_error as e:
+            return e
+        except GetTimeoutError:
+            return ChannelLost(f"neither the call nor Ray's ping answered in {timeout:g} s")
+        return None
+
+    def _check_alive(self) -> None:
+        """Raises ReplicaLost when the replica's actor is dead (a call waiting on its channel)."""
+        death = self._death(60.0)
+        if death is not None:
+            raise self._died(death)
+
+    def _died(self, e: Exception) -> ReplicaLost:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        self.lost = (f"replica {self.replica} (pid {self._where.get('pid')} on {self._where.get('address')}) "
+                     f"died: {first[:200]}")
+        return ReplicaLost(self.lost)
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
 
 
 def _backend_error(e: Exception) -> Exception:
@@ -202,8 +256,14 @@ class ReplicaPool:
         # Described now: the child asks after the test, once the replicas are closed.
         described = ray.get([a.describe.remote() for a in self._actors], timeout=START_TIMEOUT_S)
         self._described: dict[str, Any] = {**described[0], "replicas": [{"replica": i, **d} for i, d in enumerate(described)]}
-        self._clients = [ReplicaClient(w % self.spec.replicas, self._actors[w % self.spec.replicas],
-                                       self.where[w % self.spec.replicas]) for w in range(self.workers)]
+        channels: list[Any] = [None] * self.spec.replicas
+        if self.spec.replica_calls == "direct":
+            key = secrets.token_bytes(32)
+            addresses = ray.get([a.open_channel.remote(key) for a in self._actors], timeout=START_TIMEOUT_S)
+            channels = [(address, key) for address in addresses]
+        n = self.spec.replicas
+        self._clients = [ReplicaClient(w % n, self._actors[w % n], self.where[w % n], channels[w % n])
+                         for w in range(self.workers)]
 
     def inputs(self) -> list[TensorSpec]:
         return ray_cluster.ray_module().get(self._actors[0].inputs.remote())
@@ -252,6 +312,8 @@ class ReplicaPool:
             return
         ray = ray_cluster.ray_module()
         lost = self.lost_replicas()
+        for client in self._clients:
+            client.close()
         for i, actor in enumerate(self._actors):
             if i in lost:
                 continue

@@ -102,6 +102,10 @@ class Distribute(BaseModel):
     )
     in_flight: int = Field(1, ge=1, le=64, description="calls queued at each replica at once: 2 overlaps the "
                            "round trip with the next call (throughput); 1 keeps a call's service time its own")
+    replica_calls: Literal["direct", "ray"] = Field(
+        "direct", description="how a worker's batch reaches its replica: direct (Ray places the replica; each "
+        "worker then calls it over a connection of its own, ~0.1 ms a call), ray (a Ray task a call, ~1 ms)"
+    )
     client_processes: int = Field(
         0, ge=0, le=MAX_WORKERS, description="client shards (per node with client_nodes): processes, each with "
         "its own event loop and connections, sending an event-loop backend's requests; 0: one loop in the test "
@@ -112,8 +116,8 @@ class Distribute(BaseModel):
         "one node apiece; 0: this host"
     )
     client_transport: Literal["auto", "process", "ray"] = Field(
-        "auto", description="how shards start and talk: process (this host, a socket pair each), ray (actors, "
-        "any node); auto: ray with client_nodes or address, else process"
+        "auto", description="how shards start and talk: process (this host, a socket pair each), ray (actors on any "
+        "node, a TCP connection each); auto: ray with client_nodes or address, else process"
     )
     on_loss: Literal["continue", "stop"] = Field(
         "continue", description="a replica or client shard that dies fails its in-flight samples; continue on the "

@@ -30,10 +30,13 @@ def _config(**kw) -> RunConfig:
 # Offline's hint above the most 2 replicas can do (4 samples a 2 ms call each: 4,000/s), so
 # LoadGen's 1.1 x 5,000 x 1.5 s samples always last past min_duration; a hint of 2,000 made
 # the run INVALID (too short) whenever the replicas beat 2,200/s.
-@pytest.mark.parametrize("scenario,extra", [("Offline", {"offline_expected_qps": 5000}),
-                                            ("Server", {"target_qps": 150, "min_query_count": 200})])
-def test_two_replicas_serve_the_run_and_agree_with_loadgen(tmp_path, scenario, extra):
-    out = runner.run(_config(scenario=scenario, **extra), tmp_path)
+@pytest.mark.parametrize("scenario,extra,calls", [
+    ("Offline", {"offline_expected_qps": 5000}, "direct"),
+    ("Server", {"target_qps": 150, "min_query_count": 200}, "direct"),
+    ("Server", {"target_qps": 150, "min_query_count": 200}, "ray"),
+])
+def test_two_replicas_serve_the_run_and_agree_with_loadgen(tmp_path, scenario, extra, calls):
+    out = runner.run(_config(scenario=scenario, distribute={"replicas": 2, "replica_calls": calls}, **extra), tmp_path)
     s = out.summary
     assert s["status"] == "complete" and s["harness"]["success_rate"] == 1.0
     if scenario == "Offline":
@@ -55,8 +58,10 @@ def test_two_replicas_serve_the_run_and_agree_with_loadgen(tmp_path, scenario, e
     assert len(s["backend"]["replicas"]) == 2
 
 
-def test_a_replica_killed_mid_run_fails_only_its_calls(tmp_path):
-    config = _config(scenario="Server", target_qps=100, min_duration_s=4, min_query_count=300, min_success_rate=0)
+@pytest.mark.parametrize("calls", ["direct", "ray"])
+def test_a_replica_killed_mid_run_fails_only_its_calls(tmp_path, calls):
+    config = _config(scenario="Server", target_qps=100, min_duration_s=4, min_query_count=300, min_success_rate=0,
+                     distribute={"replicas": 2, "replica_calls": calls})
     killed: list[int] = []
     t = kill_when_placed(tmp_path, "replicas", 1, 1.5, killed)
     out = runner.run(config, tmp_path)

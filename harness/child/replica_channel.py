@@ -1,0 +1,110 @@
+"""A replica's direct channel: Ray places the replica, one connection a worker carries its calls.
+
+Through Ray's core API a call costs ~1 ms here (a task submitted, scheduled, its result
+fetched through the object store; benchmarks/bench_ray.py), and on a machine with as many
+replicas as cores that CPU comes out of the replicas' own. A call over a connection costs
+a pickled list of indices one way and the outputs the other (~0.1 ms). So with
+`distribute.replica_calls: direct` the replica listens on its node's address (Ray's
+nodes already reach each other on any port) and each of the driver's workers connects to
+it once, before the test. The handshake is multiprocessing's: an HMAC challenge on a
+random key that only the driver and the replica know (it travels inside Ray's own call).
+
+Calls on one replica still run one at a time (a lock around the backend, as a Ray actor
+runs its tasks), so `in_flight: 2` queues the next call at the replica while one runs,
+which hides the round trip. Ray keeps what it does well: placement, resources, the
+actor's lifetime, and the cause of its death, which the driver asks for when the
+connection closes.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Client, Connection, Listener
+from typing import Any
+
+#: the driver asks Ray whether a replica is alive when a call has waited this long
+LIVENESS_S = 5.0
+
+
+def no_delay(conn: Connection) -> None:
+    """One write a message, answered at once: Nagle's wait only ever delays it."""
+    s = socket.socket(fileno=conn.fileno())
+    try:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    finally:
+        s.detach()  # the connection keeps its descriptor
+
+
+class ChannelServer:
+    """The replica's end: accepts the workers' connections and serves each on a thread."""
+
+    def __init__(self, host: str, key: bytes, serve: Callable[[list[int]], Any], lock: threading.Lock) -> None:
+        self._serve_one = serve
+        self._lock = lock
+        self._listener = Listener((host, 0), family="AF_INET", authkey=key)
+        self.address: tuple[str, int] = self._listener.address
+        self._closed = False
+        threading.Thread(target=self._accept, name="replica channel", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn = self._listener.accept()
+            except Exception:  # noqa: BLE001 - a failed handshake (a stranger) or the listener closed
+                continue
+            no_delay(conn)
+            threading.Thread(target=self._serve, args=(conn,), name="replica call", daemon=True).start()
+
+    def _serve(self, conn: Connection) -> None:
+        while True:
+            try:
+                indices = conn.recv()
+            except (EOFError, OSError):
+                return  # the worker is done (or the driver gone)
+            try:
+                with self._lock:
+                    reply: tuple[bool, Any] = (True, self._serve_one(indices))
+            except Exception as e:  # noqa: BLE001 - the backend's failure goes back as the call's answer
+                reply = (False, e)
+            try:
+                conn.send(reply)
+            except (EOFError, OSError):
+                return
+            except Exception as e:  # noqa: BLE001 - an answer that does not pickle fails this call only
+                conn.send((False, RuntimeError(f"{type(e).__name__} sending the outputs back: {e}")))
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+
+
+class ChannelLost(Exception):
+    """The connection to the replica closed or stopped answering."""
+
+
+class ChannelClient:
+    """A worker's end: one call at a time, on the worker's own connection."""
+
+    def __init__(self, address: tuple[str, int], key: bytes, alive: Callable[[], None]) -> None:
+        self._conn = Client(tuple(address), family="AF_INET", authkey=key)
+        no_delay(self._conn)
+        self._alive = alive  # raises when Ray says the replica is dead
+
+    def call(self, indices: list[int]) -> Any:
+        """The backend's outputs; its exception re-raised; ChannelLost when the connection ends."""
+        conn = self._conn
+        try:
+            conn.send(indices)
+            while not conn.poll(LIVENESS_S):  # a long call, or a node gone without closing the socket
+                self._alive()
+            ok, value = conn.recv()
+        except (EOFError, OSError) as e:
+            raise ChannelLost(f"its connection closed ({type(e).__name__})") from None
+        if ok:
+            return value
+        raise value
+
+    def close(self) -> None:
+        self._conn.close()
