@@ -2,12 +2,14 @@
 figures side by side.
 
 1. Per call: a batch through a replica actor, named by its sample indices (the call each
-   of the tensor SUT's workers makes: the replica holds the dataset) and, for comparison,
-   carrying its tensors, against the same `session.run` in this process; 1,000 calls
-   each, interleaved in blocks of 100.
+   of the tensor SUT's workers makes: the replica holds the data) over the replica's
+   direct channel (replica_calls: direct, the default) and as a Ray task (replica_calls:
+   ray), and, for comparison, a Ray task carrying its tensors, against the same
+   `session.run` in this process; 1,000 calls each, interleaved in blocks of 100.
 2. Throughput: N replicas of a CPU-bound model (MLPs 512-H-H-10 on ONNX Runtime, one
    intra-op thread each, batch B) served by the harness (LoadGen Offline,
-   distribute.replicas=N, two calls in flight a replica) against N plain processes, each
+   distribute.replicas=N, two calls in flight a replica, over direct channels and as Ray
+   tasks) against N plain processes, each
    running `session.run` on the same batch in a loop, all at once; beside them the harness
    in one process with N single-threaded workers (its own per-sample cost, no Ray). The
    sides alternate round by round; ratios are medians of the rounds' own ratios, their
@@ -53,10 +55,11 @@ def plain_processes(model: Path, n: int, batch: int, seconds: float) -> float:
         return sum(pool.starmap(plain_ort_loop, [(model, batch, 1, seconds)] * n))
 
 
-def harness_run(model: Path, n: int, batch: int, seconds: float, hint: float, out: Path, replicas: bool) -> float:
-    """The harness's Offline throughput with n replicas on Ray, or (replicas False) in one
-    process with n single-threaded workers: the same per-sample work in the driver, no Ray."""
-    scale: dict = ({"distribute": {"replicas": n, "in_flight": 2}} if replicas
+def harness_run(model: Path, n: int, batch: int, seconds: float, hint: float, out: Path, calls: str | None) -> float:
+    """The harness's Offline throughput with n replicas on Ray, called `calls` (direct or
+    ray), or (calls None) in one process with n single-threaded workers: the same
+    per-sample work in the driver, no Ray."""
+    scale: dict = ({"distribute": {"replicas": n, "in_flight": 2, "replica_calls": calls}} if calls
                    else {"workers": n, "backend_options": {"intra_op_threads": 1}})
     config = RunConfig(name="bench-ray", backend="onnxruntime", model=str(model), scenario="Offline", max_batch=batch,
                        offline_expected_qps=hint, min_duration_s=seconds, **scale)
@@ -66,14 +69,17 @@ def harness_run(model: Path, n: int, batch: int, seconds: float, hint: float, ou
     return s["loadgen"]["throughput_per_s"]
 
 
-def per_call(model: Path, batch: int, calls: int) -> tuple[list[float], list[float], list[float]]:
+def per_call(model: Path, batch: int, calls: int) -> dict[str, list[float]]:
     """Round-trip µs of `calls` calls through one replica actor, naming the samples by index
-    (the harness's path: the replica holds the data) and carrying the tensors, and of the
-    same `predict` in this process."""
+    (the harness's path: the replica holds the data) over its direct channel and as a Ray
+    task, and carrying the tensors, and of the same `predict` in this process."""
+    import secrets
+
     import ray
 
-    from backends.onnxruntime import OnnxRuntimeBackend
     from backends.base import LoadContext
+    from backends.onnxruntime import OnnxRuntimeBackend
+    from harness.child.replica_channel import ChannelClient
     from harness.child.replicas import ReplicaActor
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -90,7 +96,10 @@ def per_call(model: Path, batch: int, calls: int) -> tuple[list[float], list[flo
         local.load(ctx)
         x = {"x": np.random.default_rng(0).standard_normal((batch, 512)).astype(np.float32)}
         indices = list(range(batch))
-        calls_of = {"indices": lambda: ray.get(actor.predict_indices.remote(indices)),
+        key = secrets.token_bytes(32)
+        channel = ChannelClient(ray.get(actor.open_channel.remote(key)), key, alive=lambda: None)
+        calls_of = {"direct": lambda: channel.call(indices),
+                    "indices": lambda: ray.get(actor.predict_indices.remote(indices)),
                     "tensors": lambda: ray.get(actor.predict.remote(x)), "local": lambda: local.predict(x)}
         for _ in range(20):  # warm every path
             for call in calls_of.values():
@@ -102,7 +111,8 @@ def per_call(model: Path, batch: int, calls: int) -> tuple[list[float], list[flo
                     t0 = time.perf_counter_ns()
                     call()
                     us[key].append((time.perf_counter_ns() - t0) / 1e3)
-        return us["indices"], us["tensors"], us["local"]
+        channel.close()
+        return us
     finally:
         ray.shutdown()
 
@@ -184,9 +194,10 @@ def p(values: list[float], q: float) -> float:
 
 
 def throughput(model: Path, label: str, args: argparse.Namespace, work: Path) -> None:
-    sides: dict[str, list[float]] = {"plain": [], "replicas": [], "one process": []}
+    sides: dict[str, list[float]] = {"plain": [], "direct": [], "ray": [], "one process": []}
     names = {"plain": f"{args.replicas} plain processes, session.run loop",
-             "replicas": f"harness, {args.replicas} Ray replicas",
+             "direct": f"harness, {args.replicas} Ray replicas, direct calls",
+             "ray": f"harness, {args.replicas} Ray replicas, calls as Ray tasks",
              "one process": f"harness, one process, {args.replicas} workers (no Ray)"}
     for r in range(args.rounds):
         order = list(sides) if r % 2 == 0 else list(reversed(sides))
@@ -196,7 +207,7 @@ def throughput(model: Path, label: str, args: argparse.Namespace, work: Path) ->
                 sides[side].append(plain_processes(model, args.replicas, args.batch, args.seconds))
             else:
                 sides[side].append(harness_run(model, args.replicas, args.batch, args.seconds, hint, work / "runs",
-                                               replicas=side == "replicas"))
+                                               calls=None if side == "one process" else side))
         print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in sides.items()), flush=True)
     print(f"\nthroughput, {args.replicas} x {label}, batch {args.batch}, samples/s (LoadGen Offline for the harness)")
     print(f"  {'side':<50}{'median':>10}{'rounds':>22}{'/ plain':>9}{'rounds':>14}")
@@ -204,9 +215,10 @@ def throughput(model: Path, label: str, args: argparse.Namespace, work: Path) ->
         ratios = [v / b for v, b in zip(values, sides["plain"])]
         print(f"  {names[side]:<50}{statistics.median(values):>10,.0f}{min(values):>12,.0f}-{max(values):<9,.0f}"
               f"{statistics.median(ratios):>9.3f}{min(ratios):>8.3f}-{max(ratios):.3f}")
-    ratio = statistics.median([v / b for v, b in zip(sides["replicas"], sides["plain"])])
-    print(f"  goal: replicas >= 0.90 of the plain processes: {'PASS' if ratio >= 0.90 else 'FAIL'} ({ratio:.3f}); "
-          f"the one-process row is the harness's own per-sample cost, without Ray")
+    ratio = statistics.median([v / b for v, b in zip(sides["direct"], sides["plain"])])
+    print(f"  goal: replicas (the default, direct calls) >= 0.90 of the plain processes: "
+          f"{'PASS' if ratio >= 0.90 else 'FAIL'} ({ratio:.3f}); the one-process row is the harness's own "
+          f"per-sample cost, without Ray")
 
 
 def main() -> int:
@@ -227,14 +239,17 @@ def main() -> int:
             heavy_mlp(model, hidden)
             label = f"MLP 512-{hidden}-{hidden}-10"
             print(f"\n{label}: per call, one replica on a local Ray (127.0.0.2), 1,000 calls each side")
-            print(f"  {'batch':>7}{'in-process':>13}{'Ray, indices':>15}{'p99':>9}{'Ray adds':>11}{'Ray, tensors':>15}"
-                  f"{'Ray adds':>11}   (µs, p50 unless said)")
+            print(f"  {'':>7}{'':>11}{'direct, indices':>25}{'Ray task, indices':>25}{'Ray task, tensors':>18}")
+            print(f"  {'batch':>7}{'in-process':>11}{'p50':>9}{'p99':>7}{'adds':>9}{'p50':>9}{'p99':>7}{'adds':>9}"
+                  f"{'adds':>18}   (µs)")
             for b in (1, args.batch):
-                by_index, by_tensor, local_us = per_call(model, b, 1000)
-                base = statistics.median(local_us)
-                print(f"  {b:>7}{base:>13,.1f}{statistics.median(by_index):>15,.1f}{p(by_index, 99):>9,.0f}"
-                      f"{statistics.median(by_index) - base:>11,.1f}{statistics.median(by_tensor):>15,.1f}"
-                      f"{statistics.median(by_tensor) - base:>11,.1f}")
+                us = per_call(model, b, 1000)
+                base = statistics.median(us["local"])
+                row = f"  {b:>7}{base:>11,.1f}"
+                for key in ("direct", "indices"):
+                    mid = statistics.median(us[key])
+                    row += f"{mid:>9,.1f}{p(us[key], 99):>7,.0f}{mid - base:>9,.1f}"
+                print(row + f"{statistics.median(us['tensors']) - base:>18,.1f}")
             plain = plain_processes(model, args.replicas, args.batch, args.seconds)
             print(f"\n{label}: where the throughput goes, no harness, batch {args.batch}, one run each (samples/s)")
             print(f"  {f'{args.replicas} plain processes, session.run loop':<56}{plain:>10,.0f}")
