@@ -141,9 +141,6 @@ class ShardSet:
                 self._applied.append(applied)
                 self._same.append(same)
                 self.clocks.append(clock_sync.describe(estimate, None, same, applied))
-            if self._ray is not None:
-                for link in self.links:
-                    link.start_reader()
         except BaseException:
             self.close()
             raise
@@ -156,7 +153,7 @@ class ShardSet:
         self._started_ray = ray_cluster.init(ray, self.spec)
         self._cluster = ray_cluster.facts(ray)
         per_node = max(1, self.spec.client_processes)
-        remote = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=8)(RayShard)
+        remote = ray.remote(max_restarts=0, max_task_retries=0)(RayShard)
         options: list[dict[str, Any]] = [{"num_cpus": 1}] * self.count
         if self.spec.client_nodes:
             from ray.util.placement_group import placement_group

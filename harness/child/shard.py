@@ -15,7 +15,7 @@ driver's on one host; elsewhere the driver measures the offset (harness.child.cl
 and the shard subtracts it from every time it stamps.
 
 Transports (harness.child.shard_links): `python -m harness.child.shard FD` talks over a
-socket pair; `RayShard` wraps the same `ShardCore` as a Ray actor.
+socket pair; a `RayShard` actor serves the same messages over a TCP connection.
 """
 
 from __future__ import annotations
@@ -229,39 +229,32 @@ class ShardCore:
 
 
 class RayShard:
-    """A `ShardCore` as a Ray actor (wrapped with `ray.remote` by the driver). Messages wait
-    in `outbox` until the driver's receiver pulls them; calls, clock reads, submits and
-    pulls run on the actor's threads (max_concurrency > 1), so a pull waiting for events
-    blocks nothing else."""
+    """A shard as a Ray actor (wrapped with `ray.remote` by the driver): Ray places it and
+    keeps its lifetime; the driver's messages come over a TCP connection to it, served by
+    `serve` as a process shard's are (shard_links.RayLink)."""
 
-    def __init__(self) -> None:
-        import queue
+    def open_channel(self, key: bytes) -> tuple[str, int]:
+        """Listen on this node's address for the driver's one connection (HMAC on `key`)."""
+        from multiprocessing.connection import Listener
 
-        self._outbox: Any = queue.SimpleQueue()
-        self.core = ShardCore(self._outbox.put)
+        from harness.child import ray_cluster
+        from harness.child.replica_channel import no_delay
 
-    def call(self, method: str, args: tuple) -> Any:
-        return getattr(self.core, method)(*args)
+        listener = Listener((ray_cluster.where()["address"], 0), family="AF_INET", authkey=key)
 
-    def clock(self) -> int:
-        return self.core.raw_clock()
-
-    def submit(self, sent_ns: int, items: list[tuple[int, int, int]]) -> None:
-        self.core.submit(sent_ns, items)
-
-    def pull(self, wait_s: float = 0.5) -> list[Any]:
-        """Every message since the last pull; waits up to `wait_s` for the first."""
-        import queue
-
-        try:
-            out = [self._outbox.get(timeout=wait_s)]
-        except queue.Empty:
-            return []
-        while True:
+        def accept_and_serve() -> None:
             try:
-                out.append(self._outbox.get_nowait())
-            except queue.Empty:
-                return out
+                conn = listener.accept()
+            finally:
+                listener.close()  # one driver, one connection
+            no_delay(conn)
+            try:
+                serve(conn)
+            finally:
+                conn.close()
+
+        threading.Thread(target=accept_and_serve, name="shard channel", daemon=True).start()
+        return listener.address
 
     def where(self) -> dict[str, Any]:
         from harness.child import ray_cluster
