@@ -15,7 +15,7 @@ that one event loop cannot. One run, figures side by side, sides interleaved rou
    telemetry) the client's CPU with its shards and how busy the machine's cores were.
    Goal: 2 shards within 2 % of the truth where one loop is not.
 
-    python benchmarks/bench_shards.py [--qps 900] [--hop-qps 200] [--seconds 5] [--rounds 3]
+    python benchmarks/bench_shards.py [--qps 900] [--hop-qps 200] [--seconds 5] [--rounds 3] [--hop-only | --skip-hop]
 """
 
 from __future__ import annotations
@@ -155,13 +155,16 @@ def main() -> int:
     ap.add_argument("--hop-qps", type=float, default=200.0)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--skip-hop", action="store_true", help="only the saturation rounds")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--skip-hop", action="store_true", help="only the saturation rounds")
+    which.add_argument("--hop-only", action="store_true", help="only the hop rounds")
     args = ap.parse_args()
     print(f"cores: {os.cpu_count()}; server and clients unpinned")
     with tempfile.TemporaryDirectory(prefix="bench-shards-") as tmp:
         if not args.skip_hop:
             hop_costs(Path(tmp), args.hop_qps, args.seconds, args.rounds)
-        saturation(Path(tmp), args.qps, args.seconds, args.rounds)
+        if not args.hop_only:
+            saturation(Path(tmp), args.qps, args.seconds, args.rounds)
     return 0
 
 
