@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
@@ -52,7 +54,10 @@ class ChannelServer:
         while not self._closed:
             try:
                 conn = self._listener.accept()
-            except Exception:  # noqa: BLE001 - a failed handshake (a stranger) or the listener closed
+            except (AuthenticationError, EOFError, ConnectionError):
+                continue  # a stranger without the key, or a peer gone mid-handshake
+            except OSError:  # the listener closed (close()), or out of descriptors: do not spin
+                time.sleep(0.05)
                 continue
             no_delay(conn)
             threading.Thread(target=self._serve, args=(conn,), name="replica call", daemon=True).start()
