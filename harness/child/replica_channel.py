@@ -4,9 +4,9 @@ Through Ray's core API a call costs ~1 ms here (a task submitted, scheduled, its
 fetched through the object store; benchmarks/bench_ray.py), and on a machine with as many
 replicas as cores that CPU comes out of the replicas' own. A call over a connection costs
 a pickled list of indices one way and the outputs the other (~0.1 ms). So with
-`distribute.replica_calls: direct` the replica listens on its node's address (Ray's
-nodes already reach each other on any port) and each of the driver's workers connects to
-it once, before the test. The handshake is multiprocessing's: an HMAC challenge on a
+`distribute.replica_calls: direct` the replica listens on an ephemeral port of its node's
+address (as Ray's own workers do: a cluster's nodes must reach each other's ports) and
+each of the driver's workers connects to it once, before the test. The handshake is multiprocessing's: an HMAC challenge on a
 random key that only the driver and the replica know (it travels inside Ray's own call).
 
 Calls on one replica still run one at a time (a lock around the backend, as a Ray actor
