@@ -63,7 +63,7 @@ test: install-test install-vllm install-mlserver
 
 bench: install-test
 	$(BIN)/python benchmarks/bench_core.py
-	$(BIN)/python benchmarks/bench_instructions.py --scenarios Offline  # ~10 min under valgrind
+	$(BIN)/python benchmarks/bench_instructions.py --scenarios Offline --repeats 2  # ~20 min under valgrind
 	$(BIN)/python benchmarks/bench_records.py  # ~4 min: 10^6 and 10^7 records
 
 clean:

@@ -1,7 +1,7 @@
 """Instructions per sample that noise cannot move: the harness beside raw LoadGen.
 
     python benchmarks/bench_instructions.py [--scenarios Offline,Server] [--counts 22000,88000]
-                                            [--tree DIR ...]
+                                            [--repeats N] [--tree DIR ...]
 
 Each side runs whole under `valgrind --tool=callgrind --trace-children=yes` (the harness:
 `python -m harness run`, parent, child and every process they start; raw: LoadGen with an
@@ -9,7 +9,12 @@ inline null SUT, benchmarks/raw_loadgen.py) at two sample counts. The slope betw
 (I(n2) - I(n1)) / (n2 - n1), is the cost of one more sample end to end (test, records,
 recovery, summary) with start-up and imports cancelled out. Instruction counts repeat for
 the same binary and inputs whatever else the machine does, so the figures hold on a busy
-machine where a wall-clock ratio swings. `--tree DIR` adds the harness of another checkout
+machine where a wall-clock ratio swings, nearly: whatever waits by spinning (OpenBLAS's
+threads after a BLAS call, ~40-57 M instructions a process here) counts more the longer
+it waits, and one harness run at 22,000 samples, beside a full test suite, counted 1.0 G
+more than a repeat of it (a slope of 738 a sample instead of ~16,400).
+Such work only ever adds, so `--repeats N` runs every count N times and keeps the least,
+with the spread printed. `--tree DIR` adds the harness of another checkout
 (e.g. a `git worktree` of an earlier commit) as a column, for before/after comparisons.
 
 Server runs raw LoadGen twice, with LoadGen's defaults (the ratio's side) and with
@@ -77,6 +82,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenarios", default="Offline,Server")
     ap.add_argument("--counts", default="22000,88000", help="two sample counts; the slope is taken between them")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of every count; the least is kept")
     ap.add_argument("--tree", action="append", type=Path, default=[], help="another checkout's harness, as a column")
     args = ap.parse_args()
     n1, n2 = (int(c) for c in args.counts.split(","))
@@ -91,16 +97,21 @@ def main() -> None:
         # Interleaved by count, so a slow stretch of the machine cannot favour a side:
         # not that it would move a count, but the whole run finishes sooner this way.
         totals: dict[str, list[int]] = {name: [] for name, _ in sides}
+        spreads: dict[str, list[int]] = {name: [] for name, _ in sides}
         for n in (n1, n2):
             for name, tree in sides:
-                totals[name].append(count(name.split("@")[0], scenario, n, tree))
+                runs = [count(name.split("@")[0], scenario, n, tree) for _ in range(args.repeats)]
+                totals[name].append(min(runs))
+                spreads[name].append(max(runs) - min(runs))
         for name, (a, b) in totals.items():
             slopes[name] = (b - a) / (n2 - n1)
         ratio = slopes["harness"] / slopes["raw"] if slopes["raw"] else float("nan")
         row = f"{scenario:<10}" + "".join(f"{slopes[name]:>18,.0f}" for name, _ in sides) + f"{ratio:>13.2f}"
         print(row + f"   <=2.00 {'ok' if ratio <= 2 else 'ABOVE'}", flush=True)
         for name, (a, b) in totals.items():
-            print(f"  ({name}: {a:,} instructions at {n1:,} samples, {b:,} at {n2:,})", flush=True)
+            spread = (f"; the least of {args.repeats}, the most {spreads[name][0]:,} and {spreads[name][1]:,} more"
+                      if args.repeats > 1 else "")
+            print(f"  ({name}: {a:,} instructions at {n1:,} samples, {b:,} at {n2:,}{spread})", flush=True)
 
 
 if __name__ == "__main__":
