@@ -79,7 +79,7 @@ def per_call(model: Path, batch: int, calls: int) -> dict[str, list[float]]:
 
     from backends.base import LoadContext
     from backends.onnxruntime import OnnxRuntimeBackend
-    from harness.child.replica_channel import ChannelClient
+    from harness.child.direct_channel import ChannelClient
     from harness.child.replicas import ReplicaActor
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -31,8 +31,8 @@ from typing import Any
 
 from backends.base import BackendDescription, LoadContext, TensorSpec
 from harness.child import ray_cluster
+from harness.child.direct_channel import ChannelClient, ChannelLost, ChannelServer
 from harness.child.ray_cluster import START_TIMEOUT_S
-from harness.child.replica_channel import ChannelClient, ChannelLost, ChannelServer
 from harness.config.run_config import Distribute, RunConfig
 from harness.data.datasets import HeldElsewhere
 from harness.errors import ConfigError, RunError
@@ -60,7 +60,7 @@ class ReplicaActor:
         self.backend = cls(cls.Options(**options))
         self.dataset: Any = None
         # The backend runs one call at a time, whichever way the call came (Ray's own
-        # thread, or a direct channel's thread per connection: replica_channel).
+        # thread, or a direct channel's thread per connection: direct_channel).
         self._lock = threading.Lock()
         self._channel: ChannelServer | None = None
 
@@ -87,7 +87,7 @@ class ReplicaActor:
             return self._predict_indices(indices)
 
     def open_channel(self, key: bytes) -> tuple[str, int]:
-        """Listen for the driver's workers on this node's address (replica_channel)."""
+        """Listen for the driver's workers on this node's address (direct_channel)."""
         self._channel = ChannelServer(ray_cluster.where()["address"], key, self._predict_indices, self._lock)
         return self._channel.address
 

@@ -235,19 +235,16 @@ class RayShard:
 
     def open_channel(self, key: bytes) -> tuple[str, int]:
         """Listen on this node's address for the driver's one connection (HMAC on `key`)."""
-        from multiprocessing.connection import Listener
-
         from harness.child import ray_cluster
-        from harness.child.replica_channel import no_delay
+        from harness.child.direct_channel import accept, listen
 
-        listener = Listener((ray_cluster.where()["address"], 0), family="AF_INET", authkey=key)
+        listener = listen(ray_cluster.where()["address"], key)
 
         def accept_and_serve() -> None:
             try:
-                conn = listener.accept()
+                conn = accept(listener)
             finally:
                 listener.close()  # one driver, one connection
-            no_delay(conn)
             try:
                 serve(conn)
             finally:

@@ -16,6 +16,7 @@ it. benchmarks/bench_shards.py measures both.
 
 from __future__ import annotations
 
+import abc
 import itertools
 import signal
 import socket
@@ -26,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.errors import BY_NAME, HarnessError
+from harness.errors import BY_NAME
 
 _now = time.perf_counter_ns
 #: how long a shard may take to set up (load its backend, send its warm-up) or to finish
@@ -59,7 +60,7 @@ class _Handlers:
     on_lost: Callable[[Any, str], None] | None = None
 
 
-class _ConnLink(_Handlers):
+class _ConnLink(_Handlers, abc.ABC):
     """A shard on the far end of a multiprocessing Connection: calls and submits written to
     it, events and replies read back by one receiver thread."""
 
@@ -145,9 +146,13 @@ class _ConnLink(_Handlers):
         if self.on_lost is not None:
             self.on_lost(self, self.lost)
 
+    @abc.abstractmethod
     def _ended(self) -> str:
         """Why the shard's end closed (the connection ended without a finish)."""
-        raise NotImplementedError
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """After `finish` (or a loss): the shard's end gone, the connection closed."""
 
 
 class ProcessLink(_ConnLink):
@@ -194,24 +199,20 @@ class ProcessLink(_ConnLink):
 class RayLink(_ConnLink):
     """A `harness.child.shard.RayShard` actor anywhere in a Ray cluster. Ray places it and
     keeps its lifetime; the messages go over a connection of their own to the actor's node
-    (harness.child.replica_channel: a Ray call costs ~0.8 ms each way, the connection
+    (harness.child.direct_channel: a Ray call costs ~0.8 ms each way, the connection
     ~0.08 ms), the same messages as a process shard's."""
 
     transport = "ray"
 
     def __init__(self, index: int, actor: Any, ray: Any) -> None:
         import secrets
-        from multiprocessing.connection import Client
 
-        from harness.child.replica_channel import no_delay
+        from harness.child.direct_channel import connect
 
         self._actor = actor
         self._ray = ray
         key = secrets.token_bytes(32)
-        address = ray.get(actor.open_channel.remote(key), timeout=CALL_TIMEOUT_S)
-        conn = Client(tuple(address), family="AF_INET", authkey=key)
-        no_delay(conn)
-        super().__init__(index, conn)
+        super().__init__(index, connect(ray.get(actor.open_channel.remote(key), timeout=CALL_TIMEOUT_S), key))
         self._reader.start()
 
     def _ended(self) -> str:

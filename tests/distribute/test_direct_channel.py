@@ -1,4 +1,4 @@
-"""A replica's direct channel (harness.child.replica_channel) without Ray: a call's answer
+"""A replica's direct channel (harness.child.direct_channel) without Ray: a call's answer
 or its backend's exception comes back, one call at a time, a stranger without the key is
 refused while the workers go on, and a closed connection or a long call is told apart."""
 
@@ -12,8 +12,8 @@ from multiprocessing.connection import Client, Listener
 import numpy as np
 import pytest
 
-from harness.child import replica_channel
-from harness.child.replica_channel import ChannelClient, ChannelLost, ChannelServer
+from harness.child import direct_channel
+from harness.child.direct_channel import ChannelClient, ChannelLost, ChannelServer
 
 KEY = b"k" * 32
 
@@ -99,7 +99,7 @@ def test_an_answer_that_does_not_pickle_fails_that_call_only():
 
 
 def test_a_long_call_asks_whether_the_replica_lives(monkeypatch):
-    monkeypatch.setattr(replica_channel, "LIVENESS_S", 0.05)
+    monkeypatch.setattr(direct_channel, "LIVENESS_S", 0.05)
     asked = []
 
     def alive():

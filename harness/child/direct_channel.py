@@ -1,4 +1,8 @@
-"""A replica's direct channel: Ray places the replica, one connection a worker carries its calls.
+"""Direct channels to Ray actors: Ray places the actor, a TCP connection carries the timed calls.
+
+Used by backend replicas (`ChannelServer` / `ChannelClient` below) and by client shards on
+Ray (`listen` / `accept` / `connect`: shard_links.RayLink speaks the process shard's
+messages over one).
 
 Through Ray's core API a call costs ~1 ms here (a task submitted, scheduled, its result
 fetched through the object store; benchmarks/bench_ray.py), and on a machine with as many
@@ -30,13 +34,27 @@ from typing import Any
 LIVENESS_S = 5.0
 
 
-def no_delay(conn: Connection) -> None:
+def _no_delay(conn: Connection) -> Connection:
     """One write a message, answered at once: Nagle's wait only ever delays it."""
     s = socket.socket(fileno=conn.fileno())
     try:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     finally:
         s.detach()  # the connection keeps its descriptor
+    return conn
+
+
+def listen(host: str, key: bytes) -> Listener:
+    """A listener on an ephemeral port of `host`; only a peer holding `key` gets through."""
+    return Listener((host, 0), family="AF_INET", authkey=key)
+
+
+def accept(listener: Listener) -> Connection:
+    return _no_delay(listener.accept())
+
+
+def connect(address: tuple[str, int], key: bytes) -> Connection:
+    return _no_delay(Client(tuple(address), family="AF_INET", authkey=key))
 
 
 class ChannelServer:
@@ -45,7 +63,7 @@ class ChannelServer:
     def __init__(self, host: str, key: bytes, serve: Callable[[list[int]], Any], lock: threading.Lock) -> None:
         self._serve_one = serve
         self._lock = lock
-        self._listener = Listener((host, 0), family="AF_INET", authkey=key)
+        self._listener = listen(host, key)
         self.address: tuple[str, int] = self._listener.address
         self._closed = False
         threading.Thread(target=self._accept, name="replica channel", daemon=True).start()
@@ -53,13 +71,12 @@ class ChannelServer:
     def _accept(self) -> None:
         while not self._closed:
             try:
-                conn = self._listener.accept()
+                conn = accept(self._listener)
             except (AuthenticationError, EOFError, ConnectionError):
                 continue  # a stranger without the key, or a peer gone mid-handshake
             except OSError:  # the listener closed (close()), or out of descriptors: do not spin
                 time.sleep(0.05)
                 continue
-            no_delay(conn)
             threading.Thread(target=self._serve, args=(conn,), name="replica call", daemon=True).start()
 
     def _serve(self, conn: Connection) -> None:
@@ -93,8 +110,7 @@ class ChannelClient:
     """A worker's end: one call at a time, on the worker's own connection."""
 
     def __init__(self, address: tuple[str, int], key: bytes, alive: Callable[[], None]) -> None:
-        self._conn = Client(tuple(address), family="AF_INET", authkey=key)
-        no_delay(self._conn)
+        self._conn = connect(address, key)
         self._alive = alive  # raises when Ray says the replica is dead
 
     def call(self, indices: list[int]) -> Any:
