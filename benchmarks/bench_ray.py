@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_core import heavy_mlp, plain_ort_loop  # noqa: E402
 
-from harness.config.run_config import RunConfig  # noqa: E402
+from harness.child import ray_cluster  # noqa: E402
+from harness.config.run_config import Distribute, RunConfig  # noqa: E402
 from harness.run import runner  # noqa: E402
 
 
@@ -82,9 +83,7 @@ def per_call(model: Path, batch: int, calls: int) -> dict[str, list[float]]:
     from harness.child.direct_channel import ChannelClient
     from harness.child.replicas import ReplicaActor
 
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(include_dashboard=False, _node_ip_address="127.0.0.2", log_to_driver=False, configure_logging=False)
+    ray_cluster.init(ray, Distribute())  # the local, loopback-only Ray a run starts
     try:
         options = {"intra_op_threads": 1}
         actor = ray.remote(ReplicaActor).remote("onnxruntime", options)
@@ -151,7 +150,7 @@ def where_it_goes(model: Path, n: int, batch: int, seconds: float) -> dict[str, 
     import ray
     from ray.dag import InputNode
 
-    ray.init(include_dashboard=False, _node_ip_address="127.0.0.2", log_to_driver=False, configure_logging=False)
+    ray_cluster.init(ray, Distribute())  # the local, loopback-only Ray a run starts
     try:
         actors = [ray.remote(num_cpus=1)(LoopActor).remote(str(model), batch) for _ in range(n)]
         indices = list(range(batch))
