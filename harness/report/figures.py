@@ -206,6 +206,11 @@ def latency_table(summary: dict[str, Any], keys: tuple[str, ...] = LATENCY_KEYS)
         rows.append(["early-stopping p99 estimate (ms)", ms(es["multi_stream"]), ""])
     if (summary.get("agreement") or {}).get("issue_delay_ms") is not None:
         rows.append(["LoadGen issue delay, mean (ms)", "", ms(summary["agreement"]["issue_delay_ms"])])
+    split = (summary.get("agreement") or {}).get("latency_split")
+    if split:  # from LoadGen's trace: whose time the delay is
+        rows.append(["  LoadGen late to issue, mean/p99", "", f"{ms(split['loadgen_issue_lateness']['mean'])}/"
+                     f"{ms(split['loadgen_issue_lateness']['p99'])}"])
+        rows.append(["  harness hand-over, mean/p99", "", f"{ms(split['handover']['mean'])}/{ms(split['handover']['p99'])}"])
     return ["figure", "LoadGen", "harness"], rows
 
 

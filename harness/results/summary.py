@@ -20,6 +20,7 @@ from harness.results import folder
 from harness.results.breakdown import rates
 from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
+from harness.results.loadgen_trace import read_trace_samples, split_against
 from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, read_accuracy_log, read_detail
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
@@ -302,6 +303,10 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             # mean gap is LoadGen's hand-over delay, shown so it is never mistaken for SUT time.
             if lgl["mean"] is not None and ours["latency_ms"]["mean"] is not None:
                 agreement["issue_delay_ms"] = lgl["mean"] - ours["latency_ms"]["mean"]
+            trace = read_trace_samples(run_dir)
+            split = trace and split_against(trace, c["sample_index"], c["issue_ns"], c["complete_ns"], ok)
+            if split:
+                agreement["latency_split"] = {k: percentiles_ms(v) for k, v in split.items()}
         elif scenario == "MultiStream":
             lgl = _loadgen_latency_ms(lg, per_query=True)
             for k in ("p50", "p90", "p99"):
