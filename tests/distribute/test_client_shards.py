@@ -122,7 +122,8 @@ def test_server_scenario_through_shards_agrees_with_loadgen(run_harness, tmp_pat
     stamps are the shard's. Both agree, the hops are reported, and host telemetry names
     each shard's event loop."""
     t = Timing(queue_ms=10, ttft_ms=40, tpot_ms=5, tokens=12)
-    with ServerThread(openai_app(t)) as srv:
+    arrivals: list[tuple[int, list[int]]] = []
+    with ServerThread(openai_app(t, arrivals=arrivals)) as srv:
         run_dir, s = run_harness(
             backend="http",
             scenario="Server",
@@ -137,8 +138,19 @@ def test_server_scenario_through_shards_agrees_with_loadgen(run_harness, tmp_pat
         )
     tok = s["tokens"]
     assert s["harness"]["success_rate"] == 1.0 and s["harness"]["samples"] == s["loadgen"]["query_count"]
-    ttft = t.queue_ms + t.ttft_ms
-    assert _close(tok["ttft_ms"]["p50"], ttft, 0.05) and _close(tok["tpot_ms"]["p50"], t.tpot_ms, 0.02)
+    # The truth is what the server did: its own TTFT (first write - arrival) is the injected
+    # 50 ms plus its loop's lateness on a busy machine (0.9-1.1 ms p50 beside a compiler on the
+    # other core). The harness's TTFT from issue adds what it reports as its queue (the hop to
+    # a shard) and the loopback both ways (0.4-0.5 ms p50 there); an excess of 4.6 ms over the
+    # injected 50 once failed a 5 % bound that took the injected figure as the truth.
+    c = read_records(run_dir).columns
+    arrivals = sorted(arrivals)[len(arrivals) - len(c["issue_ns"]):]  # the warm-up's requests came first
+    server_ttft = float(np.median([w[0] - a for a, w in arrivals])) / 1e6
+    queue = float(np.median(c["dispatch_ns"] - c["issue_ns"])) / 1e6
+    measured = f"server's own TTFT p50 {server_ttft:.3f} ms, harness queue p50 {queue:.3f} ms, tokens {tok['ttft_ms']}"
+    assert _close(tok["ttft_from_dispatch_ms"]["p50"], server_ttft, 0.05), measured
+    assert _close(tok["ttft_ms"]["p50"], server_ttft + queue, 0.05), measured
+    assert _close(tok["tpot_ms"]["p50"], t.tpot_ms, 0.02), measured
     for k in ("ttft_p50", "tpot_p50"):
         assert _close(tok["agreement"][k], 1.0, 0.02), (k, tok["agreement"])
     hops = json.loads((run_dir / "child.json").read_text())["shard_hops_us"]

@@ -127,13 +127,17 @@ class TruthMetrics:
 
 def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None = None,
                received: list[str] | None = None, written: list[list[int]] | None = None,
-               metrics: TruthMetrics | None = None) -> web.Application:
+               metrics: TruthMetrics | None = None,
+               arrivals: list[tuple[int, list[int]]] | None = None) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
     sent, as careless servers do: the harness must keep the key out of its records anyway.
     With `received`, each request's prompt (a chat's last message) is appended, in order.
     With `written`, each streamed request appends the perf_counter_ns after each of its token
     chunks was written: what the server really did, when a busy machine made its pacing late.
-    With `metrics`, GET /metrics serves what the server did (streamed successes only)."""
+    With `metrics`, GET /metrics serves what the server did (streamed successes only).
+    With `arrivals`, each streamed request appends (the perf_counter_ns its handler began,
+    its chunks' write stamps as in `written`): the server's own TTFT, the first write minus
+    the arrival, is what it really did on a machine that made it late."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -160,6 +164,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
 
     async def _complete(request: web.Request, in_flight: int) -> web.StreamResponse:
         t0 = time.perf_counter()
+        arrived = time.perf_counter_ns()
         body = await request.json()
         chat = request.path.endswith("/chat/completions")
         text = body["messages"][-1]["content"] if chat else body["prompt"]
@@ -223,6 +228,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         stamps: list[int] = []
         if written is not None:
             written.append(stamps)
+        if arrivals is not None:
+            arrivals.append((arrived, stamps))
         while sent < n:
             take = min(k, n - sent)
             # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
