@@ -26,9 +26,21 @@ def _close(value: float, truth: float, rel: float) -> bool:
     return abs(value - truth) <= rel * truth
 
 
+def _server_side(arrivals: list[tuple[int, list[int]]], samples: int) -> dict[str, float]:
+    """What the truth server really did, p50 in ms, for the timed requests (the warm-up's
+    came first): its own TTFT (arrival to first write), TPOT and E2E. On a busy machine its
+    one thread is late to its sleeps, and the client is right to see that; the client's
+    error is its difference from these, not from the injected figures."""
+    timed = sorted(arrivals)[len(arrivals) - samples:]
+    return {"ttft": float(np.median([w[0] - a for a, w in timed])) / 1e6,
+            "e2e": float(np.median([w[-1] - a for a, w in timed])) / 1e6,
+            "tpot": float(np.median([(w[-1] - w[0]) / (len(w) - 1) for _, w in timed])) / 1e6}
+
+
 def test_single_stream_matches_injected_timing(run_harness):
     t = Timing(queue_ms=20, ttft_ms=100, tpot_ms=10, tokens=30)
-    with ServerThread(openai_app(t)) as srv:
+    arrivals: list[tuple[int, list[int]]] = []
+    with ServerThread(openai_app(t, arrivals=arrivals)) as srv:
         run_dir, s = run_harness(
             backend="http",
             scenario="SingleStream",
@@ -42,11 +54,15 @@ def test_single_stream_matches_injected_timing(run_harness):
     tok = s["tokens"]
     assert s["harness"]["success_rate"] == 1.0
     ttft, e2e = t.queue_ms + t.ttft_ms, t.queue_ms + t.ttft_ms + (t.tokens - 1) * t.tpot_ms
-    # Whole-request figures include the client's and the test server's own CPU time (a
-    # few ms on a shared 2-core machine); from response headers on, timing is exact.
-    assert _close(tok["ttft_ms"]["p50"], ttft, 0.05)
-    assert _close(tok["tpot_ms"]["p50"], t.tpot_ms, 0.02)
-    assert _close(tok["e2e_ms"]["p50"], e2e, 0.03)
+    server = _server_side(arrivals, s["harness"]["samples"])
+    # the server kept its injected timing to within its own lateness (1 in 13 runs beside a
+    # busy core, the injected figures alone failed a 5 % bound: the server was late, not us)
+    assert ttft <= server["ttft"] and e2e <= server["e2e"], server
+    # Whole-request figures add the client's and the loopback's time to the server's
+    # (its CPU shared on 2 cores); from response headers on, timing is exact.
+    assert _close(tok["ttft_ms"]["p50"], server["ttft"], 0.05), server
+    assert _close(tok["tpot_ms"]["p50"], server["tpot"], 0.02), server
+    assert _close(tok["e2e_ms"]["p50"], server["e2e"], 0.03), server
     # The server wakes for each token on asyncio's whole-millisecond epoll timeouts, so one
     # gap can be ~1 ms off while its absolute deadlines keep the mean exact (a bare aiohttp
     # client measured gap p50 10.45 ms, mean 10.00-10.02 ms on this machine).
@@ -69,8 +85,8 @@ def test_single_stream_matches_injected_timing(run_harness):
 @pytest.mark.parametrize("distribute", [{}, {"client_processes": 2}], ids=["one loop", "2 client shards"])
 def test_32_streams_match_injected_timing(run_harness, distribute):
     t = Timing(ttft_ms=100, tpot_ms=10, tokens=30)
-    written: list[list[int]] = []
-    with ServerThread(openai_app(t, written=written)) as srv:
+    arrivals: list[tuple[int, list[int]]] = []
+    with ServerThread(openai_app(t, arrivals=arrivals)) as srv:
         run_dir, s = run_harness(
             backend="http",
             scenario="Offline",
@@ -86,21 +102,24 @@ def test_32_streams_match_injected_timing(run_harness, distribute):
     assert s["harness"]["samples"] == 32 and s["harness"]["success_rate"] == 1.0
     e2e = t.ttft_ms + (t.tokens - 1) * t.tpot_ms
     # This server shares one Python thread (and, here, a 2-core machine) among 32 arriving
-    # requests, so a burst's TTFT is a few to ~25 ms over the injected 100 ms, which the
-    # client rightly sees; it must never be under it (an optimistic client).
-    assert t.ttft_ms <= tok["ttft_ms"]["p50"] < t.ttft_ms * 1.3
+    # requests: a burst's requests reach its handler ms apart, and it paces 32 streams late
+    # when the machine is busy (10.5 ms seen for 10). The client rightly sees both; it must
+    # never be under the injected figures (an optimistic client), and its error is its
+    # difference from what the server really did, measured from dispatch, on one clock.
+    assert len(arrivals) == 64 and all(len(w) == t.tokens for _, w in arrivals)
+    timed = sorted(arrivals)[32:]  # the warm-up's 32 came first
     rec = read_records(run_dir).columns
+    first_write = np.sort([w[0] for _, w in timed])
+    truth_after_dispatch = float(np.median(first_write - np.sort(rec["dispatch_ns"]))) / 1e6
     after_dispatch = np.median(rec["first_token_ns"] - rec["dispatch_ns"]) / 1e6
-    assert t.ttft_ms <= after_dispatch < t.ttft_ms * 1.3
-    # TPOT against what the server really wrote: one thread pacing 32 streams falls behind
-    # its sleeps when the machine is busy (10.5 ms seen for 10), and the client is right to
-    # see that; the client's error is its difference from the server's own
-    timed = [w for w in written[32:] if len(w) == t.tokens]  # the warm-up's 32 came first
-    assert len(timed) == 32
-    server_tpot = float(np.median([(w[-1] - w[0]) / (len(w) - 1) for w in timed])) / 1e6
-    assert _close(server_tpot, t.tpot_ms, 0.10)
-    assert _close(tok["tpot_ms"]["p50"], server_tpot, 0.03), (tok["tpot_ms"]["p50"], server_tpot)
-    assert e2e <= tok["e2e_ms"]["p50"] < e2e * 1.08  # the burst's TTFT excess carries over
+    server = _server_side(arrivals, 32)
+    measured = f"server {server}, first write {truth_after_dispatch:.3f} ms after dispatch, tokens {tok['ttft_ms']}"
+    assert t.ttft_ms <= tok["ttft_ms"]["p50"] and t.ttft_ms <= after_dispatch, measured
+    assert _close(after_dispatch, truth_after_dispatch, 0.05), measured
+    assert _close(server["tpot"], t.tpot_ms, 0.10), measured
+    assert _close(tok["tpot_ms"]["p50"], server["tpot"], 0.03), measured
+    e2e_truth = float(np.median(np.sort([w[-1] for _, w in timed]) - np.sort(rec["dispatch_ns"]))) / 1e6
+    assert e2e <= tok["e2e_ms"]["p50"] and _close(tok["e2e_ms"]["p50"], e2e_truth, 0.03), measured
     # all 32 went out at once: the client queued none of them for long
     assert s["harness"]["queue_ms"]["p99"] < 10
     assert _close(tok["agreement"]["output_tokens_per_s"], 1.0, 0.02)

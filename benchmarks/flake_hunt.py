@@ -1,0 +1,106 @@
+"""Run timing-sensitive test files again and again, alone and beside one busy core, and count
+what fails: the flake hunt of docs/testing.md.
+
+    python benchmarks/flake_hunt.py --runs 20 tests/child/test_scenarios.py tests/backends/test_http_truth.py
+    python benchmarks/flake_hunt.py --runs 5 --markdown          # the default list, a table for docs/testing.md
+
+Quiet and busy runs alternate round by round (this machine is shared and bursty: a burst
+then hits both sides alike). "Busy" is one process spinning on the CPU for the whole run,
+as `stress-ng --cpu 1` would, started before pytest and killed after it. Each failure's
+test id and last assertion line go to --log (JSON lines), so a failure is a finding with
+its message, not a count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: the files whose assertions are on time: injected service times, LoadGen's figures,
+#: real servers' speed, queueing theory
+DEFAULT_FILES = (
+    "tests/child/test_scenarios.py",
+    "tests/child/test_server_defaults.py",
+    "tests/child/test_sut_coalescing.py",
+    "tests/child/test_warmup_timing.py",
+    "tests/backends/test_http_truth.py",
+    "tests/backends/test_http_llamacpp.py",
+    "tests/distribute/test_client_shards.py",
+    "tests/distribute/test_replicas.py",
+    "tests/run/test_capacity.py",
+    "tests/run/test_telemetry.py",
+)
+_FAILED = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$", re.M)
+
+
+def spin() -> subprocess.Popen:
+    """One core kept busy: a Python loop that never sleeps."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def run_file(path: str, busy: bool, env: dict[str, str]) -> tuple[float, list[tuple[str, str]]]:
+    hog = spin() if busy else None
+    try:
+        t0 = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", path],
+                             cwd=ROOT, capture_output=True, text=True, env=env)
+        took = time.monotonic() - t0
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    failures = [(m.group(2), (m.group(3) or "")[:300]) for m in _FAILED.finditer(out.stdout)]
+    if out.returncode not in (0, 1) or (out.returncode == 1 and not failures):
+        failures.append((path, f"pytest exit {out.returncode}: {out.stdout[-300:]}{out.stderr[-300:]}"))
+    return took, failures
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="*", default=list(DEFAULT_FILES))
+    ap.add_argument("--runs", type=int, default=20, help="runs of each file in each condition")
+    ap.add_argument("--conditions", default="quiet,busy", help="quiet, busy or both (comma-separated)")
+    ap.add_argument("--log", type=Path, default=Path("flake_hunt.jsonl"))
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    args = ap.parse_args()
+    conditions = args.conditions.split(",")
+    env = {**os.environ}
+    runs: dict[tuple[str, str], int] = defaultdict(int)
+    failed: dict[tuple[str, str], int] = defaultdict(int)
+    seconds: dict[tuple[str, str], float] = defaultdict(float)
+    with open(args.log, "a") as log:
+        for r in range(args.runs):
+            for path in args.files:
+                for cond in conditions:
+                    took, failures = run_file(path, cond == "busy", env)
+                    key = (path, cond)
+                    runs[key] += 1
+                    seconds[key] += took
+                    failed[key] += bool(failures)
+                    for test, message in failures:
+                        log.write(json.dumps({"round": r, "file": path, "condition": cond, "test": test,
+                                              "message": message, "time": time.time()}) + "\n")
+                    print(f"round {r + 1}/{args.runs} {cond:5} {path}: {took:.0f} s, "
+                          f"{'FAILED ' + ', '.join(t for t, _ in failures) if failures else 'ok'}", flush=True)
+    print()
+    if args.markdown:
+        print("| file | " + " | ".join(f"{c}: failed / runs" for c in conditions) + " | s a run |")
+        print("|---|" + "---|" * (len(conditions) + 1))
+    for path in args.files:
+        cells = [f"{failed[(path, c)]} / {runs[(path, c)]}" for c in conditions]
+        mean = sum(seconds[(path, c)] for c in conditions) / max(1, sum(runs[(path, c)] for c in conditions))
+        print(f"| {path} | " + " | ".join(cells) + f" | {mean:.0f} |" if args.markdown
+              else f"{path}: " + ", ".join(f"{c} {cell}" for c, cell in zip(conditions, cells)) + f" ({mean:.0f} s a run)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
