@@ -182,6 +182,8 @@ def test_rouge_refuses_mismatched_inputs(ours):
         score_rouge(["a"], ["a", "b"], split=ours)
     with pytest.raises(ConfigError, match="no prediction"):
         score_rouge([], [], split=ours)
+    with pytest.raises(ConfigError, match="reference 1 is int"):
+        score_rouge(["a", "b"], ["a", 4], split=ours)  # type: ignore[list-item]
     with pytest.raises(ConfigError, match="unknown ROUGE engine"):
         pair_scorer("bleu")  # type: ignore[arg-type]
 

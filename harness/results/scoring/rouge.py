@@ -145,6 +145,10 @@ def score_rouge(
         raise ConfigError("ROUGE of no samples: there is no prediction to score")
     if token_counts is not None and len(token_counts) != len(predictions):
         raise ConfigError(f"token_counts has {len(token_counts)} entries for {len(predictions)} predictions")
+    for side, texts in (("prediction", predictions), ("reference", references)):
+        bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise ConfigError(f"ROUGE compares texts: {side} {bad} is {type(texts[bad]).__name__}")
     splitter = split or english_splitter()
     preds = postprocess_text(predictions, splitter)
     refs = postprocess_text(references, splitter)
