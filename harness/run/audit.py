@@ -31,6 +31,7 @@ from harness.config import registry
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
 from harness.results import folder, metrics
+from harness.results.explain import FIX_MARGIN
 from harness.results.loadgen_log import read_accuracy_log
 from harness.run import runner
 from harness.run.sizing import size_offline
@@ -98,6 +99,10 @@ def _speed_figure(summary: dict[str, Any]) -> tuple[str, float | None, bool]:
     return name, metrics.from_summary(summary)[name], metrics.BY_NAME[name].higher_is_better
 
 
+#: times a reference that ran out of samples is sized again from its own rate
+_RESIZES = 2
+
+
 def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
     config = config.model_copy(update={"mode": "PerformanceOnly"})
     # Sized once (harness.run.sizing), so both runs ask LoadGen for the same test: an
@@ -105,6 +110,16 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
     # differ by chance far more than the 10 % the audit allows.
     config, sizing = size_offline(config, registry.get(config.backend).kind)
     ref = runner.run(config, audit_dir / "reference")
+    for _ in range(_RESIZES):
+        # A pilot is short: a faster timed run than it measured (499,000 samples/s against a
+        # 360,000 hint, seen) ends before min_duration, INVALID, and TEST04 cannot be judged.
+        # The reference's own rate sizes it again, as explain's fix says, and both runs use it.
+        if config.scenario != "Offline" or ref.summary["validity"].get("min_duration_met") is not False:
+            break
+        rate = ref.summary["harness"].get("throughput_per_s") or 0
+        config = config.model_copy(update={"offline_expected_qps": float(round(rate * FIX_MARGIN))})
+        sizing = {**(sizing or {}), "resized_from_reference": config.offline_expected_qps}
+        ref = runner.run(config, audit_dir / "reference")
     aud = runner.run(config, audit_dir / "audit", audit_config=TEST04_CONFIG)
     name, ref_v, higher = _speed_figure(ref.summary)
     _, aud_v, _ = _speed_figure(aud.summary)
