@@ -113,12 +113,18 @@ class _SseParser:
                 c = choices[0]
                 text = ((c.get("delta") or {}).get("content") if self.chat else c.get("text")) or ""
                 self.finished = self.finished or c.get("finish_reason") is not None
+                # vLLM's return_token_ids: the ids this event generated (accuracy mode asks for them)
+                ids = c.get("token_ids")
+                if ids is not None and ids.__class__ is not list:
+                    raise RequestFailed("malformed_sse", self.excerpt(f"token_ids is not a list: {payload.decode()}"))
                 if text:
                     # The SUT takes chunks as typed (base.Chunk): a wrong type is this stream's failure.
                     if text.__class__ is not str:
                         raise RequestFailed("malformed_sse", self.excerpt(f"content is a {type(text).__name__}: {payload.decode()}"))
                     self.content += 1
-                    out.append(Chunk(text, self.count(text) if self.count else 1))
+                    out.append(Chunk(text, self.count(text) if self.count else 1, token_ids=ids))
+                elif ids:
+                    out.append(Chunk(n_tokens=0, token_ids=ids))
             usage = obj.get("usage")
             if usage:
                 if usage.__class__ is not dict:

@@ -142,15 +142,6 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     else:
         workers, threads = resolve_workers(config, backend_cls.scales_with_host_cores(options))
         backend = backend_cls(options)
-    t0 = time.perf_counter()
-    # Unset, max_batch is 1 at load: a backend that takes more by default batches freely,
-    # so it sizes nothing by it, and only the loaded backend can say that (ORT: its inputs).
-    backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, threads))
-    load_s = time.perf_counter() - t0
-    # Asked now, not at the end: the backend is closed by then. Only worker threads batch.
-    freely = backend_cls.kind == "tensor" and backend.batches_freely()
-    max_batch = resolve_max_batch(config, freely)
-
     # LoadGen logs outputs in accuracy mode, when sampling is asked for, and in compliance
     # audits (audit.config may turn sampling on); otherwise copying outputs is wasted work.
     return_outputs = (
@@ -159,6 +150,15 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         or bool(config.accuracy_log_sampling_target)
         or (run_dir / folder.AUDIT_CONFIG).exists()
     )
+    t0 = time.perf_counter()
+    # Unset, max_batch is 1 at load: a backend that takes more by default batches freely,
+    # so it sizes nothing by it, and only the loaded backend can say that (ORT: its inputs).
+    backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, threads,
+                             log_outputs=return_outputs))
+    load_s = time.perf_counter() - t0
+    # Asked now, not at the end: the backend is closed by then. Only worker threads batch.
+    freely = backend_cls.kind == "tensor" and backend.batches_freely()
+    max_batch = resolve_max_batch(config, freely)
     shards = None
     if backend_cls.kind != "tensor" and config.distribute.shards:
         from harness.child.client_shards import build_sharded  # requests sent from N client processes
@@ -168,7 +168,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     elif backend_cls.kind != "tensor":
         from harness.child.stream_setup import build_streaming  # the async (HTTP) and generative path
 
-        dataset, sut_factory = build_streaming(config, backend, workers)
+        dataset, sut_factory = build_streaming(config, backend, workers, return_outputs)
     else:
         from harness.data.datasets import build_tensor_dataset
 

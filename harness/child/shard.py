@@ -167,9 +167,10 @@ class ShardCore:
         cls = registry.get(config.backend)
         backend = cls(cls.Options(**spec["options"]))
         t0 = time.perf_counter()
-        backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, 1))
+        backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, 1,
+                                 log_outputs=self._return_outputs))
         load_s = time.perf_counter() - t0
-        dataset, self._factory = build_streaming(config, backend, 1)
+        dataset, self._factory = build_streaming(config, backend, 1, self._return_outputs)
         # Named by OS id for host telemetry: this shard's loop and the thread reading the driver.
         threads = {str(t.native_id): (f"{t.name} (shard {self._index})" if t is not threading.main_thread()
                                       else f"shard {self._index} inbox")
