@@ -124,6 +124,25 @@ class Progress:
             sys.stderr.write("\n")
 
 
+def write_references(run_dir: Path, source: Any, backend: Any) -> None:
+    """A text-scored dataset's references into the folder (as labels.npy for tensors), with
+    its file's sha256 and the tokenizer (path, sha256) that decodes the logged ids: the
+    folder alone is then enough to score the run again (harness.results.text_accuracy)."""
+    references = source.references() if hasattr(source, "references") else None
+    if references is None:
+        return
+    from harness.results.scoring.detokenize import tokenizer_sha256
+
+    described = source.describe()
+    tokenizer = getattr(backend, "tokenizer_path", None)
+    doc = {
+        "dataset": {k: described.get(k) for k in ("kind", "path", "set", "sha256")},
+        "tokenizer": {"path": tokenizer, "sha256": tokenizer_sha256(Path(tokenizer))} if tokenizer else None,
+        "rows": references,
+    }
+    folder.write_text(run_dir / folder.REFERENCES, json.dumps(doc))
+
+
 def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     import mlperf_loadgen as lg
 
@@ -181,6 +200,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         import numpy as np
 
         np.save(run_dir / folder.LABELS, np.asarray(dataset.labels))
+    write_references(run_dir, getattr(dataset, "source", None), backend)
 
     t0 = time.perf_counter()
     response_format = None
