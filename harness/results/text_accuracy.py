@@ -116,6 +116,9 @@ def _exact(answers: list[tuple[int, str, int, bool]], rows: list[dict[str, Any]]
         "exact_match": float(result.exact_match),
         "samples": int(result.num_samples),
         "correct": int(result.correct),
+        # answers that came back (status ok) and were judged wrong: cost per successful
+        # task does not count them as successes (harness.analysis.cost)
+        "wrong_answers": sum(1 for a, right in zip(answers, result.per_sample) if not right and not a[3]),
         "tokens_per_sample": float(sum(tokens) / len(tokens)) if tokens else None,
         "metrics": dict(Counter(metrics)),
         "ci95": ci95([100.0 * v for v in result.per_sample]),
