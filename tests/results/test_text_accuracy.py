@@ -157,3 +157,29 @@ def test_summaries_with_text_accuracy_follow_the_schema(cnn_run):
     broken["text_accuracy"]["rouge"]["rouge1"] = "50"
     with pytest.raises(Exception, match="is not of type 'number'"):
         _schema().validate(broken)
+
+
+def test_a_server_that_truncates_under_load_shows_the_accuracy_drop(tmp_path):
+    """The truth server cuts answers to 2 words while more than 2 requests are open: at
+    concurrency 1 every answer is right, at concurrency 4 exactly the cut ones are wrong."""
+    rows = [{"prompt": f"question {i}", "answer": f"the answer is number {i}"} for i in range(6)]
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    answers = {r["prompt"]: r["answer"] for r in rows}
+    scores = {}
+    for concurrency in (1, 4):
+        cut: list[str] = []
+        app = openai_app(Timing(tpot_ms=5), answers=answers, truncate_above=2, truncate_words=2, truncated=cut)
+        with ServerThread(app) as srv:
+            outcome = runner.run(RunConfig(
+                name=f"c{concurrency}", backend="http", scenario="Offline", dataset=str(data), concurrency=concurrency,
+                min_query_count=24, min_duration_s=0.1,
+                backend_options={"protocol": "openai-completions", "url": srv.url + "/v1"},
+            ), tmp_path / "results")
+        exact = outcome.summary["text_accuracy"]["exact_match"]
+        n = outcome.summary["text_accuracy"]["answers"]
+        assert exact["exact_match"] == pytest.approx(100.0 * (n - len(cut)) / n)
+        assert exact["correct"] == n - len(cut)
+        scores[concurrency] = (exact["exact_match"], len(cut))
+    assert scores[1] == (100.0, 0)
+    assert scores[4][1] > 0 and scores[4][0] < 100.0

@@ -140,7 +140,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                answers: dict[str, str] | None = None,
                token_ids: Callable[[str], list[int]] | None = None,
                sent_ids: dict[str, list[int]] | None = None,
-               truncate_above: int | None = None, truncate_words: int = 3) -> web.Application:
+               truncate_above: int | None = None, truncate_words: int = 3,
+               truncated: list[str] | None = None) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
     sent, as careless servers do: the harness must keep the key out of its records anyway.
     With `received`, each request's prompt (a chat's last message) is appended, in order.
@@ -157,7 +158,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
     tokenizer) a request asking for `return_token_ids` (vLLM's field) gets each piece's ids
     in `choices[0].token_ids`, and `sent_ids` (prompt -> ids) keeps what was sent. With
     `truncate_above`, an answer given while more than that many requests are open at the
-    server keeps only its first `truncate_words` words: a server that degrades under load."""
+    server keeps only its first `truncate_words` words: a server that degrades under load; `truncated` gets the prompt of each answer cut."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -197,6 +198,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             pieces = answer_pieces(answers[text])
             if truncate_above is not None and in_flight > truncate_above:
                 pieces = pieces[:truncate_words]
+                if truncated is not None:
+                    truncated.append(text)
             n = len(pieces)
         want_ids = bool(body.get("return_token_ids")) and token_ids is not None
         piece_ids = [token_ids(p) for p in pieces] if want_ids and pieces is not None else None
