@@ -183,3 +183,14 @@ def test_a_server_that_truncates_under_load_shows_the_accuracy_drop(tmp_path):
         scores[concurrency] = (exact["exact_match"], len(cut))
     assert scores[1] == (100.0, 0)
     assert scores[4][1] > 0 and scores[4][0] < 100.0
+
+
+def test_reports_show_the_text_accuracy(cnn_run):
+    from harness.report import write_report
+
+    run_dir, _ = cnn_run
+    res = CliRunner().invoke(cli, ["report", str(run_dir)])
+    assert res.exit_code == 0, res.output
+    assert "accuracy from mlperf_log_accuracy.json: 6 answers, 0 failed" in res.stdout and "rouge1: 50.0" in res.stdout
+    md = write_report(run_dir, "md")
+    assert "**Text accuracy** accuracy from mlperf_log_accuracy.json" in md
