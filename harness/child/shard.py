@@ -85,8 +85,12 @@ class ShardOutlet:
         self._pending = False
 
     # --- the outlet (harness.child.stream_sut.LoadGenOutlet's methods) -------------------
-    def first(self, qid: int, text: str) -> None:
-        self._firsts.append((qid, text.encode() if self._return_outputs and text else None))
+    def first(self, qid: int, text: str | np.ndarray) -> None:
+        """`text`: the first chunk's text, or (accuracy mode) its token ids, int32."""
+        data = None
+        if self._return_outputs and len(text):
+            data = text.encode() if isinstance(text, str) else np.ascontiguousarray(text).tobytes()
+        self._firsts.append((qid, data))
         self._schedule()
 
     def complete(self, qid: int, data: Any, n_tokens: int) -> None:

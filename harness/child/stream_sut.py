@@ -84,9 +84,10 @@ class LoadGenOutlet:
         self._keep: list[Any] = []  # response buffers, alive until LoadGen has copied them
         self._flush_pending = False
 
-    def first(self, qid: int, text: str) -> None:
-        if self._return_outputs and text:
-            buf = np.frombuffer(text.encode(), dtype=np.uint8)
+    def first(self, qid: int, text: str | np.ndarray) -> None:
+        """`text`: the first chunk's text, or (accuracy mode) its token ids, int32."""
+        if self._return_outputs and len(text):
+            buf = np.frombuffer(text.encode(), dtype=np.uint8) if isinstance(text, str) else text
             self._keep.append(buf)
             self._firsts.append(self._response(qid, buf.ctypes.data, buf.nbytes))
         else:
@@ -298,7 +299,7 @@ class StreamingSUT:
                             if not first_token:
                                 first_token = t
                                 if self.first_token_calls:
-                                    self._out.first(qid, chunk.text)
+                                    self._out.first(qid, self._first_ids(chunk) if ids is not None else chunk.text)
                             times.append(t)
                             counts.append(chunk.n_tokens)
                             texts.append(chunk.text)
@@ -405,6 +406,20 @@ class StreamingSUT:
         if inspect.isasyncgen(stream):  # left suspended mid-answer: let the backend clean up
             with contextlib.suppress(Exception):
                 await stream.aclose()
+
+    def _first_ids(self, chunk: Any) -> np.ndarray:
+        """The first token's data in accuracy mode, as MLCommons' reference SUTs send it to
+        FirstTokenComplete (LoadGen logs it as `token_data`): the first chunk's ids, int32;
+        the tokenizer's ids of its text when it carried none; none when neither works."""
+        ids = chunk.token_ids
+        if not ids and self.backend.tokenize_output is not None and chunk.text:
+            try:
+                ids = self.backend.tokenize_output(chunk.text)
+            except Exception:  # noqa: BLE001 - the backend's tokenizer: the first token logs no data
+                ids = None
+        if not ids or not all(i.__class__ is int and 0 <= i < 2**31 for i in ids):
+            return np.zeros(0, dtype=np.int32)
+        return np.asarray(list(ids), dtype=np.int32)
 
     def _answer_ids(self, texts: list[str], ids: list[int]) -> tuple[str, list[int], str | None, str]:
         """(text, ids, where the ids came from, failure) of an answer in accuracy mode.

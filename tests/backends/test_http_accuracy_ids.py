@@ -113,3 +113,29 @@ def test_a_one_token_answer_is_a_counted_failure(run_harness, tmp_path):
     assert _logged(run_dir)[1] == []  # nothing logged for the failure; LoadGen logged no error
     detail = (run_dir / "mlperf_log_detail.txt").read_text()
     assert '"key": "error_' not in detail and "error_runtime" not in detail
+
+
+@pytest.mark.parametrize("server_ids", [True, False])
+def test_token_latencies_log_first_token_ids_and_the_count_of_ids(run_harness, tmp_path, server_ids):
+    """With token latencies (SingleStream), LoadGen logs the first token's data (`token_data`)
+    and the n_tokens it got (`token_count`): the first chunk's ids as int32, and exactly the
+    number of ids logged in `data`."""
+    from llama_cpp import Llama
+
+    vocab = Llama(model_path=_gguf(), vocab_only=True, verbose=False)
+    keys = ["request 0", "request 1", "request 2"]
+    app = openai_app(Timing(tpot_ms=1), answers=ANSWERS, token_ids=_server_ids if server_ids else None)
+    with ServerThread(app) as srv:
+        run_dir, s = run_harness(
+            backend="http", scenario="SingleStream", mode="AccuracyOnly", dataset=str(_prompts(tmp_path, keys)),
+            use_token_latencies=True, ttft_latency_ms=5000, tpot_latency_ms=1000,
+            backend_options={"protocol": "openai-chat", "url": srv.url + "/v1", **({} if server_ids else {"tokenizer": _gguf()})},
+        )
+    entries = {e["qsl_idx"]: e for e in json.loads((run_dir / "mlperf_log_accuracy.json").read_text())}
+    for i, k in enumerate(keys):
+        ids = np.frombuffer(bytes.fromhex(entries[i]["data"]), dtype="<i4").tolist()
+        first = np.frombuffer(bytes.fromhex(entries[i]["token_data"]), dtype="<i4").tolist()
+        word = ANSWERS[k].split()[0]  # the first chunk: the answer's first word
+        assert first == (_server_ids(word) if server_ids else vocab.tokenize(word.encode(), add_bos=False, special=False))
+        assert entries[i]["token_count"] == len(ids) > 1
+    assert s["loadgen"]["errors"] == []
