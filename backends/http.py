@@ -449,6 +449,9 @@ class HttpBackend(StreamingBackend):
                     if resp.headers.get("content-encoding", "identity").lower() != "identity":
                         text = f"({resp.headers['content-encoding']}-encoded body not shown)"
                     hint = self._v1_hint(status).strip()
+                    if self._ask_ids and status in (400, 422):  # a server that refuses vLLM's field
+                        hint = ("(accuracy mode asks for return_token_ids; with a server that refuses it, "
+                                "set server_token_ids=false and tokenizer=PATH.gguf)")
                     failure = RequestFailed(f"http_{status}", excerpt(f"{hint} {text}" if hint else text))
                     retryable = status in o.retry_statuses
             except ConnectError as e:

@@ -139,3 +139,26 @@ def test_token_latencies_log_first_token_ids_and_the_count_of_ids(run_harness, t
         assert first == (_server_ids(word) if server_ids else vocab.tokenize(word.encode(), add_bos=False, special=False))
         assert entries[i]["token_count"] == len(ids) > 1
     assert s["loadgen"]["errors"] == []
+
+
+def test_a_server_refusing_return_token_ids_is_told_what_to_set(run_harness, tmp_path):
+    """A strict server (OpenAI's own) answers 400 to a field it does not know: the run stops at
+    the warm-up, saying which options to set; with them, it runs on the tokenizer's ids."""
+    from aiohttp import web
+
+    inner = openai_app(Timing(), answers=ANSWERS)
+
+    @web.middleware
+    async def strict(request: web.Request, handler):
+        if request.method == "POST" and "return_token_ids" in await request.json():
+            return web.json_response({"error": {"message": "Unrecognized request argument: return_token_ids"}}, status=400)
+        return await handler(request)
+
+    inner.middlewares.append(strict)
+    from harness.errors import BackendError
+
+    with ServerThread(inner) as srv:
+        with pytest.raises(BackendError, match="set server_token_ids=false and tokenizer=PATH.gguf"):
+            _run(run_harness, srv, _prompts(tmp_path, ["request 0"]), tokenizer=_gguf())
+        run_dir, s = _run(run_harness, srv, _prompts(tmp_path, ["request 0"]), tokenizer=_gguf(), server_token_ids=False)
+    assert s["tokens"]["output_ids_source"] == {"tokenizer": 1}
