@@ -194,3 +194,27 @@ def test_reports_show_the_text_accuracy(cnn_run):
     assert "accuracy from mlperf_log_accuracy.json: 6 answers, 0 failed" in res.stdout and "rouge1: 50.0" in res.stdout
     md = write_report(run_dir, "md")
     assert "**Text accuracy** accuracy from mlperf_log_accuracy.json" in md
+
+
+def test_deepseek_r1_file_is_scored_by_its_scripts_rules(tmp_path):
+    """mlperf:deepseek-r1: the pickle's text_input prompts, ground_truth references and dataset
+    names; answers judged by DeepSeek-R1's extraction (ANSWER: letter, \\boxed{} for math)."""
+    import pandas as pd
+
+    frame = pd.DataFrame({
+        "text_input": ["Q0 choose", "Q1 choose", "Q2 sum", "Q3 choose"],
+        "ground_truth": ["A", "C", "5", "D"],
+        "dataset": ["gpqa", "gpqa", "aime", "mmlu_pro"],
+    })
+    path = tmp_path / "ds.pkl"
+    frame.to_pickle(path)
+    answers = {"Q0 choose": "Thinking done. ANSWER: A", "Q1 choose": "ANSWER: B",  # right, wrong
+               "Q2 sum": "So the total is \\boxed{5}", "Q3 choose": "I cannot tell"}  # right, wrong
+    with ServerThread(openai_app(Timing(), answers=answers)) as srv:
+        outcome = runner.run(RunConfig(
+            backend="http", scenario="Offline", mode="AccuracyOnly", dataset=f"mlperf:deepseek-r1:{path}",
+            backend_options={"protocol": "openai-completions", "url": srv.url + "/v1", "tokenizer": _gguf()},
+        ), tmp_path / "results")
+    exact = outcome.summary["text_accuracy"]["exact_match"]
+    assert (exact["exact_match"], exact["correct"], exact["samples"], exact["wrong_answers"]) == (50.0, 2, 4, 2)
+    assert exact["metrics"] == {"deepseek-r1": 4} and outcome.summary["text_accuracy"]["rouge"] is None
