@@ -102,3 +102,29 @@ def test_rouge_runs_say_their_successes_are_not_adjusted(rouge_runs):
     summary = json.loads((cand / "summary.json").read_text())
     cost = cost_for_run(cand, summary, parse_sheet({"per_request": 1.0}, "test"))
     assert cost["usage"]["succeeded"] == 4 and "ROUGE" in cost["success_criterion"]
+
+
+def test_a_sweep_shows_where_answers_degrade_and_the_diagnosis_names_it(tmp_path):
+    """Concurrency 1, 2, 4 against a server that cuts answers to 2 words while more than 2
+    requests are open: the accuracy curve holds at 1 and 2 and falls at 4, and the diagnosis
+    says so, with the answers' length."""
+    from harness.analysis.diagnosis import diagnose
+    from harness.run.sweep import Axis, SweepSpec, new_sweep, run_sweep
+
+    data = tmp_path / "qa.jsonl"
+    rows = [{"prompt": f"question {i}", "answer": f"the answer is number {i}"} for i in range(6)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    answers = {r["prompt"]: r["answer"] for r in rows}
+    app = openai_app(Timing(tpot_ms=5), answers=answers, truncate_above=2, truncate_words=2)
+    with ServerThread(app) as srv:
+        base = RunConfig(backend="http", scenario="Offline", dataset=str(data), min_query_count=24, min_duration_s=0.1,
+                         backend_options={"protocol": "openai-completions", "url": srv.url + "/v1"})
+        spec = SweepSpec("sweep", base, [Axis("concurrency", ("1", "2", "4"))])
+        result = run_sweep(spec, new_sweep(spec, tmp_path / "results"))
+    points = sorted(result["points"], key=lambda p: int(p["values"]["concurrency"]))
+    acc = [p["text_accuracy"]["value"] for p in points]
+    assert acc[0] == acc[1] == 100.0 and acc[2] < 100.0, acc
+    assert [p["metrics"]["accuracy"] for p in points] == acc  # the gate's name, per point
+    found = next(f for f in diagnose(result) if f["finding"].startswith("exact match"))
+    assert found["finding"].startswith(f"exact match 100 → {acc[2]:.4g} between concurrency 2 and 4; answers shorter, 5 → ")
+    assert found["figures"]["values"] == acc
