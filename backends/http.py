@@ -201,6 +201,11 @@ class _Tokenizer:
     def count(self, text: str) -> int:
         return self._count(text)
 
+    @property
+    def makes_ids(self) -> bool:
+        """A .gguf turns text into token ids; 'whitespace' only counts words."""
+        return self._ids is not None
+
     def ids(self, text: str) -> list[int]:
         """The token ids of an answer's text, as the server's tokenizer would make them."""
         return list(self._ids(text)) if text else []
@@ -263,7 +268,7 @@ class HttpBackend(StreamingBackend):
             self._tokenizer = _Tokenizer(o.tokenizer)
             # prompt datasets then count their lengths in the model's tokens, not words
             self.count_tokens = self._tokenizer.count
-            if self._tokenizer._ids is not None:  # accuracy mode: answers without ids become ids
+            if self._tokenizer.makes_ids:  # accuracy mode: answers without ids become ids
                 self.tokenize_output = self._tokenizer.ids
                 self.tokenizer_path = str(Path(o.tokenizer).resolve())
         # MLPerf logs token ids: in accuracy mode, ask the server for the ones it generated

@@ -330,6 +330,7 @@ class StreamingSUT:
             input_tokens = server_input or getattr(sample, "input_tokens", 0)
             lg_tokens = n_tokens
             answer: str | None = None
+            logged: np.ndarray | None = None
             if ids is not None and not error and output is None:
                 answer, ids, ids_source, error = self._answer_ids(texts, ids)
                 logged = np.asarray(ids, dtype=np.int32) if not error else None
