@@ -218,3 +218,24 @@ def test_deepseek_r1_file_is_scored_by_its_scripts_rules(tmp_path):
     exact = outcome.summary["text_accuracy"]["exact_match"]
     assert (exact["exact_match"], exact["correct"], exact["samples"], exact["wrong_answers"]) == (50.0, 2, 4, 2)
     assert exact["metrics"] == {"deepseek-r1": 4} and outcome.summary["text_accuracy"]["rouge"] is None
+
+
+def test_a_folder_without_references_is_one_line_saying_why(cnn_run, tmp_path):
+    run_dir, _ = cnn_run
+    bare = tmp_path / "bare"
+    shutil.copytree(run_dir, bare)
+    (bare / "references.json").unlink()
+    res = CliRunner().invoke(cli, ["accuracy", str(bare)])
+    assert res.exit_code == EXIT_RESULTS
+    assert res.stderr.count("\n") == 1 and "has no references.json: its dataset had no references" in res.stderr
+
+
+def test_a_tokenizer_other_than_the_runs_is_refused(cnn_run, tmp_path):
+    run_dir, _ = cnn_run
+    moved = tmp_path / "moved"
+    shutil.copytree(run_dir, moved)
+    refs = json.loads((moved / "references.json").read_text())
+    refs["tokenizer"]["sha256"] = "0" * 64
+    (moved / "references.json").write_text(json.dumps(refs))
+    res = CliRunner().invoke(cli, ["accuracy", str(moved)])
+    assert res.exit_code == EXIT_RESULTS and "changed since the run (sha256 differs)" in res.stderr
