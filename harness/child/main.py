@@ -129,7 +129,8 @@ def write_references(run_dir: Path, source: Any, backend: Any) -> None:
     its file's sha256 and the tokenizer (path, sha256) that decodes the logged ids: the
     folder alone is then enough to score the run again (harness.results.text_accuracy)."""
     references = source.references() if hasattr(source, "references") else None
-    if references is None:
+    # only token answers are kept as text and ids (a json protocol's answers are not)
+    if references is None or not getattr(backend, "produces_tokens", False):
         return
     from harness.results.scoring.detokenize import tokenizer_sha256
 
