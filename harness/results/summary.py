@@ -22,7 +22,7 @@ from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
 from harness.results.loadgen_trace import read_trace_samples, split_against
 from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, read_accuracy_log, read_detail
-from harness.results.text_accuracy import text_accuracy
+from harness.results.text_accuracy import summary_section as text_accuracy
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path

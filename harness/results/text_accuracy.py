@@ -159,6 +159,19 @@ def text_accuracy(run_dir: Path, mode: str, token_entries: list[dict[str, Any]] 
     return out
 
 
+def summary_section(run_dir: Path, mode: str, token_entries: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """`text_accuracy` for summary.json: a folder whose answers cannot be scored (ids past the
+    vocabulary, the tokenizer gone) still gets its summary, with the reason in `error`;
+    `harness accuracy` raises the same error as one line."""
+    from harness.errors import HarnessError
+
+    try:
+        return text_accuracy(run_dir, mode, token_entries)
+    except HarnessError as e:
+        return {"label": None, "source": None, "decoded_with": None, "answers": 0, "failed": 0, "dataset": None,
+                "ci_method": CI_METHOD, "rouge": None, "exact_match": None, "error": str(e)}
+
+
 def headline(section: dict[str, Any] | None) -> dict[str, float]:
     """The section's figures by the names `harness compare` gates on: rouge1, rouge2, rougeL,
     rougeLsum, and accuracy (exact match, percent)."""
@@ -175,6 +188,8 @@ def headline(section: dict[str, Any] | None) -> dict[str, float]:
 
 def lines(section: dict[str, Any]) -> list[str]:
     """The section in words, one figure a line: what `harness accuracy` prints."""
+    if section.get("error"):
+        return [f"text accuracy not scored: {section['error']}"]
     out = [f"{section['label']} from {section['source']}: {section['answers']} answers, {section['failed']} failed"
            + (f" (decoded with {section['decoded_with']})" if section.get("decoded_with") else "")]
     r = section.get("rouge")

@@ -116,7 +116,15 @@ def test_undecodable_ids_are_one_line_naming_the_entry(cnn_run, tmp_path):
     res = CliRunner().invoke(cli, ["accuracy", str(bad)])
     assert res.exit_code == EXIT_RESULTS
     msg = res.stderr.strip()
-    assert msg.startswith("error:") and f"entry 2 (qsl_idx {log[2]['qsl_idx']})" in msg and "token id 1000000000" in msg
+    assert msg.startswith("error:") and "\n" not in msg
+    assert f"entry 2 (qsl_idx {log[2]['qsl_idx']})" in msg and "token id 1000000000" in msg
+    # the summary is still built, every other figure kept, with the reason in the section
+    from harness.results.summary import write_summary
+
+    rebuilt = write_summary(bad, {"status": "complete"})
+    assert rebuilt["text_accuracy"]["error"] in msg and rebuilt["text_accuracy"]["rouge"] is None
+    assert rebuilt["harness"]["succeeded"] == 6
+    _schema().validate(json.loads(json.dumps(rebuilt)))
 
 
 def test_accuracy_under_load_scores_every_answer_given(tmp_path):
