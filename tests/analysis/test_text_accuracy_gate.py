@@ -128,3 +128,6 @@ def test_a_sweep_shows_where_answers_degrade_and_the_diagnosis_names_it(tmp_path
     found = next(f for f in diagnose(result) if f["finding"].startswith("exact match"))
     assert found["finding"].startswith(f"exact match 100 → {acc[2]:.4g} between concurrency 2 and 4; answers shorter, 5 → ")
     assert found["figures"]["values"] == acc
+    from harness.report.sweep_plots import sweep_plots
+
+    assert "answers' accuracy vs load" in [title for title, _ in sweep_plots(result)]
