@@ -478,7 +478,8 @@ class HttpBackend(StreamingBackend):
             if o.protocol.startswith("openai") and o.stream:
                 # Parsed here rather than in a nested async generator: every chunk would
                 # otherwise pass two generator layers (measured ~6 % of the loop's time).
-                parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None, excerpt)
+                parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None, excerpt,
+                                    self._ask_ids)
                 async for data in resp.iter_any():
                     for chunk in parser.feed(data):
                         yield chunk

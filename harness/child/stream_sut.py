@@ -313,7 +313,7 @@ class StreamingSUT:
                             retries += 1
                         if chunk.metrics is not None:
                             metrics.update(chunk.metrics)
-                        if chunk.token_ids is not None and ids is not None:
+                        if ids is not None and chunk.token_ids is not None:  # accuracy mode only
                             ids.extend(chunk.token_ids)
                     except Exception as e:  # noqa: BLE001 - not this request's failure: re-raised below
                         bug = e
