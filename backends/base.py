@@ -70,6 +70,9 @@ class LoadContext:
     seed: int = 0
     #: threads each backend call may use so that workers x threads <= cores
     threads: int = 1
+    #: the run logs each answer to LoadGen (accuracy mode): a generative backend that can ask
+    #: its server for the generated token ids does so (they are logged, as MLPerf logs them)
+    log_outputs: bool = False
 
 
 @dataclass(slots=True)
@@ -94,6 +97,9 @@ class Chunk:
     output: Any = None
     #: figures the backend measured itself (e.g. kv_cache_bytes), kept in tokens.jsonl
     metrics: dict[str, Any] | None = None
+    #: the generated token ids this chunk carries, when the backend knows them (its model's,
+    #: or the server's `token_ids`): logged to LoadGen in accuracy mode. May come without text.
+    token_ids: Sequence[int] | None = None
 
 
 class ResponseFormat(TypedDict):
@@ -224,6 +230,18 @@ class StreamingBackend(Backend):
     #: SUT stores it (tokens.jsonl, LoadGen's accuracy log); a key may span chunks, so only
     #: the joined text can be scanned. None: the backend has no secret to hide.
     redact_text: Callable[[str], str] | None = None
+    #: where the ids of `Chunk.token_ids` come from, for the summary: "model" (the backend
+    #: generated them) or "server" (the server sent them)
+    output_ids_source: str = "model"
+    #: the model's tokenizer, text -> token ids, for an answer whose chunks carried no ids:
+    #: accuracy mode logs ids, as MLPerf does. None: the backend has none (the run then needs
+    #: ids in the chunks, or it stops before the test with the option to set).
+    tokenize_output: Callable[[str], list[int]] | None = None
+    #: a tokenizer the results folder can decode the logged ids with later (a .gguf file or a
+    #: Hugging Face tokenizer folder), recorded with its sha256; None: scoring reads the texts
+    tokenizer_path: str | None = None
+    #: the option that gives the backend a tokenizer, named in the error when one is missing
+    tokenizer_hint: str = "give the backend a tokenizer"
 
     @property
     def takes_prompts(self) -> bool:

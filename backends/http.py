@@ -112,7 +112,12 @@ class HttpOptions(StreamingOptions):
         default_factory=dict, description="URL query parameters whose values come from environment variables: {name: ENV_VAR}"
     )
     tokenizer: str | None = Field(
-        None, description="local token counting: 'whitespace' or a .gguf file (needs llama-cpp-python)"
+        None, description="local token counting: 'whitespace' or a .gguf file (needs llama-cpp-python); "
+        "a .gguf also turns answers into token ids in accuracy mode when the server sends none"
+    )
+    server_token_ids: bool = Field(
+        True, description="OpenAI, accuracy mode: ask the server for the generated token ids "
+        "(\"return_token_ids\": true, vLLM) and log those; false: the tokenizer's ids of the text"
     )
     warmup_requests: int = Field(1, ge=0, description="requests sent at once before the timed test (opens as many pooled connections)")
     check_server: bool = Field(True, description="query the server's model metadata at load")
@@ -162,6 +167,7 @@ class _Tokenizer:
     def __init__(self, spec: str) -> None:
         self.spec = spec
         self._chat: Any = None
+        self._ids: Any = None  # text -> ids: a .gguf only (whitespace has no ids)
         if spec == "whitespace":
             self._count = lambda text: len(text.split())
             return
@@ -173,7 +179,8 @@ class _Tokenizer:
         except ImportError as e:
             raise BackendError("tokenizer from a .gguf file needs llama-cpp-python: pip install llama-cpp-python") from e
         vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
-        self._count = lambda text: len(vocab.tokenize(text.encode(), add_bos=False, special=False)) if text else 0
+        self._ids = lambda text: vocab.tokenize(text.encode(), add_bos=False, special=False)
+        self._count = lambda text: len(self._ids(text)) if text else 0
         template = (vocab.metadata or {}).get("tokenizer.chat_template")
         if template:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -193,6 +200,15 @@ class _Tokenizer:
 
     def count(self, text: str) -> int:
         return self._count(text)
+
+    @property
+    def makes_ids(self) -> bool:
+        """A .gguf turns text into token ids; 'whitespace' only counts words."""
+        return self._ids is not None
+
+    def ids(self, text: str) -> list[int]:
+        """The token ids of an answer's text, as the server's tokenizer would make them."""
+        return list(self._ids(text)) if text else []
 
     def count_chat(self, messages: list[dict[str, str]]) -> int:
         if self._chat is not None:
@@ -227,6 +243,12 @@ class HttpBackend(StreamingBackend):
         #: for the SUT: redacts a request's whole generated text once; None: no secret to hide
         self.redact_text = None
         self._template: Any = None
+        self._ask_ids = False
+        self.output_ids_source = "server"
+        self.tokenizer_hint = (
+            "set the http backend's tokenizer to the model's .gguf file (--set tokenizer=PATH.gguf), "
+            "or serve with a server that returns token ids (vLLM: return_token_ids)"
+        )
 
     # --- load: settings, credentials and what the server says about itself ---------------
     def load(self, ctx: LoadContext) -> None:
@@ -246,6 +268,11 @@ class HttpBackend(StreamingBackend):
             self._tokenizer = _Tokenizer(o.tokenizer)
             # prompt datasets then count their lengths in the model's tokens, not words
             self.count_tokens = self._tokenizer.count
+            if self._tokenizer.makes_ids:  # accuracy mode: answers without ids become ids
+                self.tokenize_output = self._tokenizer.ids
+                self.tokenizer_path = str(Path(o.tokenizer).resolve())
+        # MLPerf logs token ids: in accuracy mode, ask the server for the ones it generated
+        self._ask_ids = ctx.log_outputs and o.server_token_ids and o.protocol.startswith("openai")
         if o.protocol == "json":
             path = Path(o.request_template or "")
             try:
@@ -357,6 +384,8 @@ class HttpBackend(StreamingBackend):
         body["stream"] = o.stream
         if o.stream and o.include_usage:
             body["stream_options"] = {"include_usage": True}
+        if self._ask_ids:
+            body["return_token_ids"] = True
         body.update(o.extra_body)
         return PreparedRequest(json.dumps(body).encode(), self._input_count(sample))
 
@@ -425,6 +454,9 @@ class HttpBackend(StreamingBackend):
                     if resp.headers.get("content-encoding", "identity").lower() != "identity":
                         text = f"({resp.headers['content-encoding']}-encoded body not shown)"
                     hint = self._v1_hint(status).strip()
+                    if self._ask_ids and status in (400, 422):  # a server that refuses vLLM's field
+                        hint = ("(accuracy mode asks for return_token_ids; with a server that refuses it, "
+                                "set server_token_ids=false and tokenizer=PATH.gguf)")
                     failure = RequestFailed(f"http_{status}", excerpt(f"{hint} {text}" if hint else text))
                     retryable = status in o.retry_statuses
             except ConnectError as e:
@@ -446,7 +478,8 @@ class HttpBackend(StreamingBackend):
             if o.protocol.startswith("openai") and o.stream:
                 # Parsed here rather than in a nested async generator: every chunk would
                 # otherwise pass two generator layers (measured ~6 % of the loop's time).
-                parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None, excerpt)
+                parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None, excerpt,
+                                    self._ask_ids)
                 async for data in resp.iter_any():
                     for chunk in parser.feed(data):
                         yield chunk
@@ -488,7 +521,10 @@ class HttpBackend(StreamingBackend):
             raise RequestFailed("malformed_json", excerpt(f"the answer's text is a {type(text).__name__}: {json.dumps(obj)}"))
         if self.redact_text is not None:  # the whole answer is one chunk: redacted here, once
             text = self.redact_text(text)
-        out = [Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1)]
+        ids = obj["choices"][0].get("token_ids")  # vLLM's return_token_ids
+        if ids is not None and not isinstance(ids, list):
+            raise RequestFailed("malformed_json", excerpt(f"token_ids is not a list: {json.dumps(obj)}"))
+        out = [Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1, token_ids=ids)]
         usage = obj.get("usage")
         if usage:
             if not isinstance(usage, dict):

@@ -154,6 +154,11 @@ class PyTorchLLMBackend(StreamingBackend):
         self._eos = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         self.max_in_flight = ctx.max_batch
         self.max_batch = ctx.max_batch
+        # every chunk carries its token id ("model"); the tokenizer turns a text into ids, and
+        # the folder records where it is, so that logged ids can be decoded again
+        self.output_ids_source = "model"
+        self.tokenize_output = lambda text: list(tok(text, add_special_tokens=False)["input_ids"])
+        self.tokenizer_path = str((directory / gguf) if gguf else directory)
         self._described = self._describe(directory, gguf, transformers.__version__)
         self._thread = threading.Thread(target=self._generation_loop, name="llm-generate", daemon=True)
         self._thread.start()
@@ -276,7 +281,7 @@ class PyTorchLLMBackend(StreamingBackend):
                     continue
                 token = tokens[r]
                 j.ids.append(token)
-                j.put(Chunk(self._new_text(j), 1))
+                j.put(Chunk(self._new_text(j), 1, token_ids=(token,)))
                 if len(j.ids) >= j.request.max_new_tokens or (token in self._eos and not self.options.ignore_eos):
                     j.done = True
                     held, positions_cached = _cache_bytes(cache), _cache_len(cache)

@@ -162,7 +162,7 @@ def verdict(diffs: list[Difference]) -> str:
 
 # --- --fail-if rules ------------------------------------------------------------------------
 
-_RULE = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=|<|>)\s*([+-]?\d+(?:\.\d+)?)\s*(%|pt)?\s*$")
+_RULE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*(<=|>=|<|>)\s*([+-]?\d+(?:\.\d+)?)\s*(%|pt)?\s*$")
 
 
 @dataclass(frozen=True)

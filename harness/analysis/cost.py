@@ -9,6 +9,12 @@ has to be done again.
 Quantities come from the folder alone: requests sent, successes and token counts from
 records.parquet, the run time from summary.json, cached input tokens from the summary's
 `tokens` section when a backend reports them.
+
+Where the answers were scored against references with a verdict per answer (summary.json
+`text_accuracy.exact_match`), a wrong answer is not a successful task: the answers judged
+wrong are taken off the successes, and `success_criterion` says so. ROUGE gives no answer
+a verdict (it is a mean overlap), so a ROUGE-scored run's successes stay the requests that
+completed, and the criterion says that too.
 """
 
 from __future__ import annotations
@@ -123,6 +129,7 @@ class Usage:
     success_criterion: str
     retries: int = 0  # extra attempts a backend sent itself (tokens.jsonl "retries"), all paid
     energy_kwh: float | None = None  # the GPUs' energy over the window (telemetry); None: not measured
+    wrong_answers: int = 0  # answered, but judged wrong against the references: not successes
 
     @property
     def failed(self) -> int:
@@ -150,6 +157,16 @@ def usage_from_run(summary: dict[str, Any], columns: dict[str, Any] | None, retr
         # A stricter success: the request also met the run's service-level objective.
         succeeded = int(goodput["requests"])
         criterion = f"status ok and {goodput.get('criterion') or 'the goodput objective met'}"
+    text = summary.get("text_accuracy") or {}
+    exact = text.get("exact_match") or {}
+    wrong = int(exact.get("wrong_answers") or 0)
+    if exact:
+        # With a goodput objective too, every wrong answer is taken off as if it had met
+        # the objective: the successes can only be undercounted, never a wrong one counted.
+        succeeded = max(0, succeeded - wrong)
+        criterion += f" and the answer right (exact match; {wrong} wrong answers are not successes)"
+    elif text.get("rouge"):
+        criterion += " (answers scored by ROUGE, which judges no single answer wrong: not taken off)"
     return Usage(
         requests=requests,
         succeeded=succeeded,
@@ -163,6 +180,7 @@ def usage_from_run(summary: dict[str, Any], columns: dict[str, Any] | None, retr
         success_criterion=criterion,
         retries=retries,
         energy_kwh=_energy_kwh(summary),
+        wrong_answers=wrong if exact else 0,
     )
 
 

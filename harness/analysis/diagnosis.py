@@ -28,6 +28,9 @@ QUEUE_HIGH = 0.25  # ... and reach this share at the highest load
 SPAN = 2.0  # a length or concurrency axis must span this ratio to fit a law over it
 DECODE_MATCH = 1.5  # an E2E slope within this factor of TPOT is decode time
 OK_PCT = 99.0  # a success rate at or above it counts as "no failures to speak of"
+ACCURACY_DROP = 1.0  # points of ROUGE-1 or exact match: a smaller fall is not called a drop
+#: the words of a point's headline text score (points.py `text_accuracy.figure`)
+ACCURACY_NAMES = {"rouge1": "ROUGE-1", "accuracy": "exact match"}
 
 
 def _sig(v: float | None) -> float | None:
@@ -262,9 +265,46 @@ def _saturation(data: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def _accuracy_falls(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The answers got worse with load: the first point whose score is ACCURACY_DROP points
+    or more below the lowest load's, with 95 % intervals that do not overlap (when both have
+    one), named with the point before it and the answers' length at both."""
+    name, pts = load_order(data)
+    scored = [(x, p["text_accuracy"]) for x, p in pts if (p.get("text_accuracy") or {}).get("value") is not None]
+    if len(scored) < 2:
+        return None
+    figure = scored[0][1]["figure"]
+    scored = [(x, t) for x, t in scored if t["figure"] == figure]
+    base = scored[0][1]
+    for i, (x, t) in enumerate(scored[1:], 1):
+        apart = not (base.get("ci95") and t.get("ci95")) or t["ci95"][1] < base["ci95"][0]
+        if base["value"] - t["value"] >= ACCURACY_DROP and apart:
+            before_x, before = scored[i - 1]
+            words = ACCURACY_NAMES.get(figure, figure)
+            tokens = ""
+            tb, ta = before.get("tokens_per_sample"), t.get("tokens_per_sample")
+            if tb is not None and ta is not None:
+                trend = "shorter" if ta < tb else "longer" if ta > tb else "as long"
+                tokens = f"; answers {trend}, {tb:.4g} → {ta:.4g} tokens per sample"
+            return {
+                "finding": (
+                    f"{words} {before['value']:.4g} → {t['value']:.4g} between {name} {before_x:.4g} and {x:.4g}"
+                    f"{tokens} → the answers degrade under load (truncated answers, an output cap, a cache or "
+                    "batch that changes results): each point's text_accuracy has the figures"
+                ),
+                "figures": {
+                    "load": name, "figure": figure, "x": [_sig(v) for v, _ in scored],
+                    "values": [t2["value"] for _, t2 in scored], "ci95": [t2.get("ci95") for _, t2 in scored],
+                    "tokens_per_sample": [t2.get("tokens_per_sample") for _, t2 in scored],
+                    "rule": f"≥ {ACCURACY_DROP:g} points below the lowest load's score, 95 % intervals apart",
+                },
+            }
+    return None
+
+
 # in the order users troubleshoot (issue #15): queueing, input length, output length,
-# concurrency, failures, then the saturated points
-RULES = (_queue, _ttft, _e2e_vs_output, _tpot_vs_concurrency, _failures, _saturation)
+# concurrency, failures, the answers' accuracy, then the saturated points
+RULES = (_queue, _ttft, _e2e_vs_output, _tpot_vs_concurrency, _failures, _accuracy_falls, _saturation)
 
 
 def diagnose(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -85,10 +85,27 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         "input_tokens_mean": tokens["input_tokens"] / succeeded if tokens.get("input_tokens") and succeeded else None,
         "output_tokens_mean": tokens.get("output_tokens_per_request_mean"),
         "cost_per_success": (folder.read_json(run_dir, folder.COST) or {}).get("per_successful_task"),
+        # the answers' accuracy at this point (its CI and answer length), for the diagnosis
+        "text_accuracy": _text_accuracy(summary),
         # telemetry's verdict on the load generator (None: not measured)
         "client_saturated": ((summary.get("telemetry") or {}).get("client") or {}).get("saturated"),
         "client_signals": ((summary.get("telemetry") or {}).get("client") or {}).get("signals") or [],
     }
+
+
+def _text_accuracy(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The headline text score of a point (ROUGE-1, else exact match), its 95 % interval,
+    answer count and tokens per answer; None when the run's answers were not scored."""
+    section = summary.get("text_accuracy") or {}
+    rouge, exact = section.get("rouge"), section.get("exact_match")
+    if rouge:
+        figure, value, ci, tokens = "rouge1", rouge["rouge1"], (rouge.get("ci95") or {}).get("rouge1"), rouge.get("tokens_per_sample")
+    elif exact:
+        figure, value, ci, tokens = "accuracy", exact["exact_match"], exact.get("ci95"), exact.get("tokens_per_sample")
+    else:
+        return None
+    return {"figure": figure, "value": value, "ci95": ci, "answers": section.get("answers"),
+            "tokens_per_sample": tokens, "label": section.get("label")}
 
 
 def _e2e_goodput(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:

@@ -124,6 +124,26 @@ class Progress:
             sys.stderr.write("\n")
 
 
+def write_references(run_dir: Path, source: Any, backend: Any) -> None:
+    """A text-scored dataset's references into the folder (as labels.npy for tensors), with
+    its file's sha256 and the tokenizer (path, sha256) that decodes the logged ids: the
+    folder alone is then enough to score the run again (harness.results.text_accuracy)."""
+    references = source.references() if hasattr(source, "references") else None
+    # only token answers are kept as text and ids (a json protocol's answers are not)
+    if references is None or not getattr(backend, "produces_tokens", False):
+        return
+    from harness.results.scoring.detokenize import tokenizer_sha256
+
+    described = source.describe()
+    tokenizer = getattr(backend, "tokenizer_path", None)
+    doc = {
+        "dataset": {k: described.get(k) for k in ("kind", "path", "set", "sha256")},
+        "tokenizer": {"path": tokenizer, "sha256": tokenizer_sha256(Path(tokenizer))} if tokenizer else None,
+        "rows": references,
+    }
+    folder.write_text(run_dir / folder.REFERENCES, json.dumps(doc))
+
+
 def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     import mlperf_loadgen as lg
 
@@ -142,15 +162,6 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     else:
         workers, threads = resolve_workers(config, backend_cls.scales_with_host_cores(options))
         backend = backend_cls(options)
-    t0 = time.perf_counter()
-    # Unset, max_batch is 1 at load: a backend that takes more by default batches freely,
-    # so it sizes nothing by it, and only the loaded backend can say that (ORT: its inputs).
-    backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, threads))
-    load_s = time.perf_counter() - t0
-    # Asked now, not at the end: the backend is closed by then. Only worker threads batch.
-    freely = backend_cls.kind == "tensor" and backend.batches_freely()
-    max_batch = resolve_max_batch(config, freely)
-
     # LoadGen logs outputs in accuracy mode, when sampling is asked for, and in compliance
     # audits (audit.config may turn sampling on); otherwise copying outputs is wasted work.
     return_outputs = (
@@ -159,6 +170,15 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         or bool(config.accuracy_log_sampling_target)
         or (run_dir / folder.AUDIT_CONFIG).exists()
     )
+    t0 = time.perf_counter()
+    # Unset, max_batch is 1 at load: a backend that takes more by default batches freely,
+    # so it sizes nothing by it, and only the loaded backend can say that (ORT: its inputs).
+    backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, threads,
+                             log_outputs=return_outputs))
+    load_s = time.perf_counter() - t0
+    # Asked now, not at the end: the backend is closed by then. Only worker threads batch.
+    freely = backend_cls.kind == "tensor" and backend.batches_freely()
+    max_batch = resolve_max_batch(config, freely)
     shards = None
     if backend_cls.kind != "tensor" and config.distribute.shards:
         from harness.child.client_shards import build_sharded  # requests sent from N client processes
@@ -168,7 +188,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     elif backend_cls.kind != "tensor":
         from harness.child.stream_setup import build_streaming  # the async (HTTP) and generative path
 
-        dataset, sut_factory = build_streaming(config, backend, workers)
+        dataset, sut_factory = build_streaming(config, backend, workers, return_outputs)
     else:
         from harness.data.datasets import build_tensor_dataset
 
@@ -181,6 +201,7 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         import numpy as np
 
         np.save(run_dir / folder.LABELS, np.asarray(dataset.labels))
+    write_references(run_dir, getattr(dataset, "source", None), backend)
 
     t0 = time.perf_counter()
     response_format = None

@@ -85,8 +85,12 @@ class ShardOutlet:
         self._pending = False
 
     # --- the outlet (harness.child.stream_sut.LoadGenOutlet's methods) -------------------
-    def first(self, qid: int, text: str) -> None:
-        self._firsts.append((qid, text.encode() if self._return_outputs and text else None))
+    def first(self, qid: int, text: str | np.ndarray) -> None:
+        """`text`: the first chunk's text, or (accuracy mode) its token ids, int32."""
+        data = None
+        if self._return_outputs and len(text):
+            data = text.encode() if isinstance(text, str) else np.ascontiguousarray(text).tobytes()
+        self._firsts.append((qid, data))
         self._schedule()
 
     def complete(self, qid: int, data: Any, n_tokens: int) -> None:
@@ -167,9 +171,10 @@ class ShardCore:
         cls = registry.get(config.backend)
         backend = cls(cls.Options(**spec["options"]))
         t0 = time.perf_counter()
-        backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, 1))
+        backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, 1,
+                                 log_outputs=self._return_outputs))
         load_s = time.perf_counter() - t0
-        dataset, self._factory = build_streaming(config, backend, 1)
+        dataset, self._factory = build_streaming(config, backend, 1, self._return_outputs)
         # Named by OS id for host telemetry: this shard's loop and the thread reading the driver.
         threads = {str(t.native_id): (f"{t.name} (shard {self._index})" if t is not threading.main_thread()
                                       else f"shard {self._index} inbox")

@@ -132,16 +132,27 @@ def in_flight_limit(concurrency: int | None, backend_limit: int | None) -> int |
     return concurrency
 
 
-def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int) -> tuple[PreparedDataset, StreamingFactory]:
+def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int,
+                    return_outputs: bool = False) -> tuple[PreparedDataset, StreamingFactory]:
     """(dataset, sut_factory) for a backend whose kind is not "tensor".
 
     One event loop serves every request whatever `workers` says: the loop is I/O bound,
     and a second loop would only split the pool and add a thread contending for the GIL.
+    With `return_outputs`, a token-generating backend must give each answer's token ids
+    (MLPerf logs ids): its chunks' or its tokenizer's; the warm-up shows which, and a
+    backend with neither stops the run here, before the test, with the option to set.
     """
     dataset = PreparedDataset(build_source(config, backend), backend.prepare)
     runner = EventLoopThread()
     t0 = time.perf_counter()
-    output = runner.run(_warmup(backend, dataset, backend.options.warmup_requests))
+    output, saw_ids = runner.run(_warmup(backend, dataset, backend.options.warmup_requests))
+    if return_outputs and backend.produces_tokens and backend.tokenize_output is None and not saw_ids:
+        runner.close()
+        heard = "the warm-up answers carried no token ids" if backend.options.warmup_requests else "warmup_requests is 0"
+        raise ConfigError(
+            f"accuracy mode logs each answer's token ids, as MLPerf does, but {heard} and backend "
+            f"{backend.name!r} has no tokenizer: {backend.tokenizer_hint}"
+        )
     factory = StreamingFactory(config, backend, dataset, runner, output)
     factory.warmup_s = time.perf_counter() - t0  # the child reports it as the run's warm-up
     return dataset, factory
@@ -192,22 +203,24 @@ async def _warmup(backend: StreamingBackend, dataset: Dataset, n: int) -> Any:
     Sent concurrently so that `n` pooled connections are open when the test starts: a
     burst of first requests would otherwise pay the TCP (and TLS) handshakes inside
     the timed TTFT. Any failure stops the run. Returns a whole answer (a chunk's
-    `output`) seen, if any.
+    `output`) seen, if any, and whether any chunk carried token ids.
     """
     await backend.open()
 
     async def one(i: int) -> Any:
         sample = warmup_request(dataset, i)
         output = None
+        ids = False
         try:
             async for chunk in backend.stream(sample):
                 if not isinstance(chunk, Chunk):  # checked here, outside the timed test
                     raise TypeError(f"stream() yielded a {type(chunk).__name__}, not a backends.base.Chunk")
                 if chunk.output is not None:
                     output = chunk.output
+                ids = ids or bool(chunk.token_ids)
         except Exception as e:  # noqa: BLE001 - every failure kind stops the run here, with its text
             raise BackendError(f"warm-up request {i} failed before the test started: {e}") from e
-        return output
+        return output, ids
 
-    outputs = await asyncio.gather(*(one(i) for i in range(n)))
-    return next((o for o in outputs if o is not None), None)
+    answers = await asyncio.gather(*(one(i) for i in range(n)))
+    return next((o for o, _ in answers if o is not None), None), any(ids for _, ids in answers)

@@ -32,6 +32,13 @@ a crash through the child's `crash` handler (error.json with the traceback, the 
 so far kept). Without a handler, every later sample is completed unserved so that LoadGen
 ends the test, and `stop()` raises the bug.
 
+Accuracy mode (`return_outputs` with a token-generating backend): each answer is completed
+to LoadGen as its generated token ids, int32, as MLCommons' reference SUTs log them, and
+the n_tokens LoadGen gets is the number of ids logged. The ids are the chunks' own (the
+backend's model, or the server's `token_ids`), else the backend's tokenizer's ids of the
+text (tokenized only in accuracy mode); tokens.jsonl says which ("ids_source"). An answer
+of fewer than 2 tokens is a failed sample ("short_output"), never a LoadGen error.
+
 Token counts per request: the server's `usage.completion_tokens` when it sent one, else
 the sum of the chunks' counts (a local tokenizer's, or one per chunk). Both are kept in
 tokens.jsonl so the summary can report the source and any server/client mismatch.
@@ -77,9 +84,10 @@ class LoadGenOutlet:
         self._keep: list[Any] = []  # response buffers, alive until LoadGen has copied them
         self._flush_pending = False
 
-    def first(self, qid: int, text: str) -> None:
-        if self._return_outputs and text:
-            buf = np.frombuffer(text.encode(), dtype=np.uint8)
+    def first(self, qid: int, text: str | np.ndarray) -> None:
+        """`text`: the first chunk's text, or (accuracy mode) its token ids, int32."""
+        if self._return_outputs and len(text):
+            buf = np.frombuffer(text.encode(), dtype=np.uint8) if isinstance(text, str) else text
             self._keep.append(buf)
             self._firsts.append(self._response(qid, buf.ctypes.data, buf.nbytes))
         else:
@@ -170,6 +178,8 @@ class StreamingSUT:
         self._client_method = backend.token_source
         self._input_method = backend.input_token_method
         self._validate = dataset.validate
+        #: accuracy mode with token answers: each answer's ids go to LoadGen's log (int32)
+        self._log_ids = return_outputs and tokens
         #: the backend's redaction of a request's whole text (its secrets, echoed by a
         #: server, never reach tokens.jsonl or LoadGen's log); None: nothing to hide
         self._redact: Callable[[str], str] | None = backend.redact_text
@@ -275,6 +285,9 @@ class StreamingSUT:
             metrics: dict[str, Any] = {}
             first_byte = retries = 0
             error = ""
+            #: accuracy mode: the answer's generated token ids, logged to LoadGen as int32
+            ids: list[int] | None = [] if self._log_ids else None
+            ids_source: str | None = None
             bug: Exception | None = None
             dispatch = _now()
             try:
@@ -286,7 +299,7 @@ class StreamingSUT:
                             if not first_token:
                                 first_token = t
                                 if self.first_token_calls:
-                                    self._out.first(qid, chunk.text)
+                                    self._out.first(qid, self._first_ids(chunk) if ids is not None else chunk.text)
                             times.append(t)
                             counts.append(chunk.n_tokens)
                             texts.append(chunk.text)
@@ -300,6 +313,8 @@ class StreamingSUT:
                             retries += 1
                         if chunk.metrics is not None:
                             metrics.update(chunk.metrics)
+                        if ids is not None and chunk.token_ids is not None:  # accuracy mode only
+                            ids.extend(chunk.token_ids)
                     except Exception as e:  # noqa: BLE001 - not this request's failure: re-raised below
                         bug = e
                         break
@@ -314,6 +329,13 @@ class StreamingSUT:
             server_input = _int(usage, "prompt_tokens")
             input_tokens = server_input or getattr(sample, "input_tokens", 0)
             lg_tokens = n_tokens
+            answer: str | None = None
+            logged: np.ndarray | None = None
+            if ids is not None and not error and output is None:
+                answer, ids, ids_source, error = self._answer_ids(texts, ids)
+                logged = np.asarray(ids, dtype=np.int32) if not error else None
+                if not error:
+                    lg_tokens = len(ids)  # the count LoadGen gets is the count of ids it logs
             if error:
                 self.failed += 1
                 data = None
@@ -326,6 +348,8 @@ class StreamingSUT:
                 lg_tokens = max(n_tokens, 2)
             elif output is not None:
                 data = output
+            elif ids is not None:
+                data = logged
             elif self.return_outputs:
                 data = "".join(texts)
                 if self._redact is not None:
@@ -340,8 +364,8 @@ class StreamingSUT:
                  self.worker, status, error)
             )
             if self.tokens or retries:
-                text = "".join(texts)
-                if self._redact is not None:  # once per request, and only with secrets configured
+                text = answer if answer is not None else "".join(texts)
+                if self._redact is not None and answer is None:  # once per request, and only with secrets configured
                     text = self._redact(text)
                 # Checked after the completion was queued to LoadGen, so it is not timed.
                 valid = self._validate(index, text) if self._validate is not None and not error else None
@@ -365,6 +389,7 @@ class StreamingSUT:
                         "text": text,
                         "valid": valid,
                         **({"metrics": metrics} if metrics else {}),
+                        **({"ids_source": ids_source, "n_ids": len(ids)} if ids_source is not None and ids is not None else {}),
                     }
                 )
         except Exception as e:  # noqa: BLE001 - a bug of the harness: the run ends as a crash
@@ -382,6 +407,50 @@ class StreamingSUT:
         if inspect.isasyncgen(stream):  # left suspended mid-answer: let the backend clean up
             with contextlib.suppress(Exception):
                 await stream.aclose()
+
+    def _first_ids(self, chunk: Any) -> np.ndarray:
+        """The first token's data in accuracy mode, as MLCommons' reference SUTs send it to
+        FirstTokenComplete (LoadGen logs it as `token_data`): the first chunk's ids, int32;
+        the tokenizer's ids of its text when it carried none; none when neither works."""
+        ids = chunk.token_ids
+        if not ids and self.backend.tokenize_output is not None and chunk.text:
+            try:
+                ids = self.backend.tokenize_output(chunk.text)
+            except Exception:  # noqa: BLE001 - the backend's tokenizer: the first token logs no data
+                ids = None
+        if not ids or not all(i.__class__ is int and 0 <= i < 2**31 for i in ids):
+            return np.zeros(0, dtype=np.int32)
+        return np.asarray(list(ids), dtype=np.int32)
+
+    def _answer_ids(self, texts: list[str], ids: list[int]) -> tuple[str, list[int], str | None, str]:
+        """(text, ids, where the ids came from, failure) of an answer in accuracy mode.
+
+        The ids the chunks carried (the model's, or the server's), else the backend's
+        tokenizer's ids of the whole text: tokenized only here, in accuracy mode, never on a
+        performance run's path. An answer of fewer than 2 tokens fails with its reason:
+        LoadGen logs an error for every sample under 2 tokens, and a 0-token answer has
+        nothing to score."""
+        text = "".join(texts)
+        if self._redact is not None:
+            text = self._redact(text)
+        source: str | None = self.backend.output_ids_source
+        if not ids:
+            tokenize = self.backend.tokenize_output
+            if tokenize is None:
+                return text, ids, None, ("no_token_ids: the answer carried no token ids and the backend has no tokenizer "
+                                         f"({self.backend.tokenizer_hint})")
+            try:
+                ids = list(tokenize(text)) if text else []
+            except Exception as e:  # noqa: BLE001 - the backend's tokenizer failed this answer
+                return text, [], None, f"tokenize: {_failure_text(e)}"
+            source = "tokenizer"
+        if len(ids) < 2:
+            return text, ids, source, (f"short_output: the answer has {len(ids)} token(s); LoadGen needs at least 2 "
+                                       "and scoring counts it as a failure")
+        if not all(i.__class__ is int and 0 <= i < 2**31 for i in ids):
+            bad = next(i for i in ids if not (i.__class__ is int and 0 <= i < 2**31))
+            return text, [], source, f"malformed_token_ids: {source} gave {bad!r}, not an int32 token id"
+        return text, ids, source, ""
 
     def _unserved(self, qid: int, first_sent: bool) -> None:
         """Complete `qid` to LoadGen with no data and no request: only ever after a crash."""

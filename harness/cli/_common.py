@@ -81,7 +81,8 @@ _CONFIG_OPTIONS = [
                   "a Hugging Face id or folder (the http backend needs none)"),
     click.option("--weights", type=click.Path(path_type=Path), help="state_dict file for a module:function model (the backend's `weights` option)"),
     click.option("--dataset", help="tensors: synthetic[:n=N,seed=S] | digits | DIR of .npy/.npz; "
-                  "prompts: prompts.jsonl | sharegpt:FILE | synthetic:isl=..,osl=.. (docs/llm.md)"),
+                  "prompts: prompts.jsonl | sharegpt:FILE | synthetic:isl=..,osl=.. | mlperf:SET:FILE (with references: "
+                  "llama3.1-8b, llama2-70b, deepseek-r1, gpt-oss) (docs/llm.md)"),
     click.option("--name", help="run name, part of the results folder's name"),
     click.option("--mlperf-conf", type=click.Path(path_type=Path),
                   help="an mlperf.conf whose values override the one LoadGen has compiled in (rarely needed)"),

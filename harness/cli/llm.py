@@ -1,4 +1,4 @@
-"""LLM helper commands (kv-cache)."""
+"""LLM helper commands (kv-cache, accuracy)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,20 @@ def kv_cache(model_config, layers, kv_heads, head_dim, dtype, seq_len, batch, me
             f"{memory_gb:g} GB − {weights_gb:g} GB weights"
         )
     console.print(f"  [dim]left out: {'; '.join(est.left_out)}[/]")
+
+
+@click.command("accuracy", short_help="Score a finished run's generated text from its folder alone.")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="the summary's text_accuracy section as JSON")
+@handle_errors
+def accuracy(run_dir: Path, as_json: bool) -> None:
+    """(Re)score RUN_DIR's answers against the references it recorded: ROUGE or exact match, with
+    sample counts and 95% confidence intervals, the figures its summary.json holds."""
+    from harness.results.text_accuracy import lines, score_folder
+
+    section = score_folder(run_dir)
+    if as_json:
+        console.print_json(json.dumps(section))
+        return
+    for line in lines(section):
+        console.print(line, highlight=False, soft_wrap=True)

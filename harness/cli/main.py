@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from harness.cli.llm import kv_cache
+from harness.cli.llm import accuracy, kv_cache
 from harness.cli.pytorch import export_onnx, parity
 from harness.cli.repro import audit, check, compare, rerun, submission, system_desc
 from harness.cli.run import backends, cost, report, run
@@ -28,6 +28,7 @@ Examples:
   harness backends                  backends, their options and defaults
   harness report results/RUN        a finished run again, from its folder
   harness compare base/ cand/ --fail-if "latency_p99 > +10%"
+  harness accuracy results/RUN      score an LLM run's answers from its folder
 
 Each command's --help lists its options; docs/configuration.md, every setting.
 """
@@ -41,5 +42,5 @@ def main(debug: bool) -> None:
 
 
 for command in (run, sweep, capacity, report, cost, backends, check, compare, rerun, submission, system_desc, audit, parity,
-                export_onnx, kv_cache):
+                export_onnx, kv_cache, accuracy):
     main.add_command(command)

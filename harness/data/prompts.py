@@ -6,7 +6,12 @@ Specs, as given to `--dataset`:
                                      (chat turns), optional `max_tokens`, optional expected
                                      output (`expected`, `output` or `completion`), optional
                                      `validator` (exact, contains, regex, json: see
-                                     harness.data.validators) overriding the file's
+                                     harness.data.validators) overriding the file's; or a
+                                     reference `answer` scored for text accuracy, with an
+                                     optional `metric` (exact_match by default; rouge,
+                                     choice[:LETTERS], regex:PATTERN, json_field:PATH)
+    mlperf:SET:PATH                  MLPerf's processed LLM file (harness.data.mlperf_llm):
+                                     its prompts, with each row's reference and metric
     sharegpt:PATH[,n=N,seed=S,validator=KIND]
                                      a ShareGPT-format JSON file on disk: the first human
                                      turn of each conversation is the prompt, the first
@@ -64,6 +69,11 @@ class Prompt:
     #: shared-prefix group (synthetic prefix_groups) and that prefix's length in tokens
     prefix_group: int | None = None
     prefix_tokens: int = 0
+    #: text accuracy: the reference answer, the metric that scores it (harness.results.scoring)
+    #: and MLPerf's sub-dataset (deepseek-r1, gpt-oss pick their answer extraction by it)
+    reference: str | int | float | None = None
+    metric: str | None = None
+    subset: str | None = None
 
     def text(self) -> str:
         """The whole input as one text, for local token counting."""
@@ -117,8 +127,19 @@ class PromptDataset(Dataset):
     def fingerprint(self) -> str:
         h = hashlib.sha256()
         for p in self.prompts:
-            h.update(json.dumps(asdict(p), sort_keys=True).encode())
+            row = asdict(p)
+            for key in ("reference", "metric", "subset"):  # absent: the fingerprints of before
+                if row[key] is None:
+                    del row[key]
+            h.update(json.dumps(row, sort_keys=True).encode())
         return h.hexdigest()
+
+    def references(self) -> list[dict[str, Any]] | None:
+        """Each sample's reference, metric and sub-dataset, for text accuracy; None when the
+        dataset has none (every row has one or none: the readers refuse a mix)."""
+        if not any(p.reference is not None for p in self.prompts):
+            return None
+        return [{"reference": p.reference, "metric": p.metric, "subset": p.subset} for p in self.prompts]
 
     def describe(self) -> dict[str, Any]:
         with_max = [p.max_tokens for p in self.prompts if p.max_tokens]
@@ -129,6 +150,7 @@ class PromptDataset(Dataset):
             "max_tokens_mean": float(np.mean(with_max)) if with_max else None,
             "with_expected_output": sum(p.expected is not None for p in self.prompts),
             "validators": {v: n for v in VALIDATORS if (n := sum(p.validator == v for p in self.prompts))},
+            "with_reference": sum(p.reference is not None for p in self.prompts),
         }
         if any(p.prefix_group is not None for p in self.prompts):
             out["prefix"] = {
@@ -172,7 +194,17 @@ def load_jsonl(path: Path, validator: str | None = None) -> PromptDataset:
             prompts.append(_prompt_from(obj, where, validator))
     if not prompts:
         raise DatasetError(f"prompt file {path} holds no prompts")
-    return PromptDataset("jsonl", prompts, {"path": str(path), "validator": validator})
+    scored = [p.reference is not None for p in prompts]
+    if any(scored) and not all(scored):  # a row without a reference would silently not count
+        row = scored.index(False)
+        raise DatasetError(f"{path}: row {row} has no `answer`, while row {scored.index(True)} has one: "
+                           "give every row a reference answer, or none")
+    source: dict[str, Any] = {"path": str(path), "validator": validator}
+    if any(scored):  # text accuracy: the references' file, pinned
+        from harness.data.hashing import sha256_file
+
+        source["sha256"] = sha256_file(path)
+    return PromptDataset("jsonl", prompts, source)
 
 
 def _prompt_from(obj: dict[str, Any], where: str, validator: str | None) -> Prompt:
@@ -195,13 +227,24 @@ def _prompt_from(obj: dict[str, Any], where: str, validator: str | None) -> Prom
     expected = next((obj[k] for k in ("expected", "output", "completion") if k in obj), None)
     if expected is not None and not isinstance(expected, str):
         raise DatasetError(f"{where}: the expected output must be a string")
-    unknown = set(obj) - {"prompt", "messages", "max_tokens", "expected", "output", "completion", "id", "validator"}
+    unknown = set(obj) - {"prompt", "messages", "max_tokens", "expected", "output", "completion", "id", "validator",
+                          "answer", "metric"}
     if unknown:
         raise DatasetError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     line_validator = obj.get("validator", validator)
     if line_validator is not None and line_validator not in VALIDATORS:
         raise DatasetError(f"{where}: unknown validator {line_validator!r}; use one of {', '.join(VALIDATORS)}")
-    return Prompt(prompt, turns, max_tokens, expected, validator=line_validator)
+    reference, metric = None, None
+    if "answer" in obj:
+        from harness.data.mlperf_llm import check_metric
+
+        reference = obj["answer"]
+        if isinstance(reference, bool) or not isinstance(reference, (str, int, float)):
+            raise DatasetError(f"{where}: `answer` is {type(reference).__name__}, expected text or a number")
+        metric = check_metric(obj.get("metric", "exact_match"), where)
+    elif "metric" in obj:
+        raise DatasetError(f"{where}: `metric` without an `answer`: give the reference answer it scores against")
+    return Prompt(prompt, turns, max_tokens, expected, validator=line_validator, reference=reference, metric=metric)
 
 
 # --- ShareGPT -------------------------------------------------------------------------
@@ -259,11 +302,28 @@ def load_sharegpt(spec: str, path: Path, params: dict[str, str], seed: int, coun
     return PromptDataset("sharegpt", prompts, source)
 
 
+def load_mlperf(name: str, path: Path) -> PromptDataset:
+    """MLPerf's processed file as its reference implementation reads it: row i is qsl_idx i,
+    its text prompt (cnn_eval.json's `input`), its reference and its metric."""
+    from harness.data.hashing import sha256_file
+    from harness.data.mlperf_llm import read_llm_dataset
+
+    data = read_llm_dataset(name, path)
+    prompts = []
+    for i, row in enumerate(data.rows):
+        if row.prompt is None and row.messages is None:
+            raise DatasetError(f"{path}: row {i} has token ids only (no text_input): the harness sends text prompts")
+        prompts.append(Prompt(row.prompt, row.messages, reference=row.reference, metric=row.metric, subset=row.dataset))
+    return PromptDataset(f"mlperf:{name}", prompts, {"path": str(path), "set": name, "sha256": sha256_file(path)})
+
+
 def build_prompt_dataset(spec: str, seed: int, count_tokens: TokenCounter | None = None) -> PromptDataset:
     """The dataset a spec names. `count_tokens` is the tokenizer of the model under test,
     when the backend has one: synthetic lengths and ShareGPT output lengths are then counted
     in that model's tokens."""
     parsed = parse_dataset_spec(spec)
+    if parsed.kind == "mlperf" and parsed.path is not None:
+        return load_mlperf(parsed.params["set"], parsed.path)
     if parsed.kind == "sharegpt" and parsed.path is not None:  # a path kind: it always has one
         return load_sharegpt(spec, parsed.path, parsed.params, seed, count_tokens)
     if parsed.kind in ("jsonl", "npy") and parsed.path is not None:

@@ -6,6 +6,9 @@
     npy:PATH, or PATH of a folder              .npy/.npz samples, optional labels.npy
     jsonl:PATH[,validator=KIND], or PATH.jsonl prompts, one JSON object a line
     sharegpt:PATH[,n=N,seed=S,validator=KIND]  ShareGPT conversations
+    mlperf:SET:PATH                            MLPerf's processed LLM file, as shipped, with
+                                               its references (SET: llama3.1-8b, llama2-70b,
+                                               deepseek-r1, gpt-oss; harness.data.mlperf_llm)
 
 A value may hold commas inside parentheses (`isl=lognormal(1024,0.5)`). A PATH may hold
 commas too, so after a path only trailing KEY=VALUE items whose key its kind knows are
@@ -22,6 +25,8 @@ from harness.errors import DatasetError
 
 #: kinds whose first item is a path, with the parameters that may follow it
 PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator",), "sharegpt": ("n", "seed", "validator")}
+#: MLPerf's LLM sets (harness.data.mlperf_llm.READERS, less its generic jsonl)
+MLPERF_SETS = ("llama3.1-8b", "llama2-70b", "deepseek-r1", "gpt-oss")
 #: kinds named by a word alone; anything else bare that looks like a path is one
 NAMED_KINDS = ("synthetic", "digits")
 
@@ -37,6 +42,8 @@ class DatasetSpec:
 
     def __str__(self) -> str:
         """The spec written out again, explicitly (`npy:/abs/dir`): what run.yaml records."""
+        if self.kind == "mlperf":
+            return f"mlperf:{self.params.get('set', '')}:{self.path}"
         items = [str(self.path)] if self.path is not None else []
         items += [f"{k}={v}" for k, v in self.params.items()]
         return f"{self.kind}:{','.join(items)}" if items else self.kind
@@ -44,6 +51,11 @@ class DatasetSpec:
 
 def parse_dataset_spec(spec: str) -> DatasetSpec:
     kind, colon, rest = spec.partition(":")
+    if kind == "mlperf":
+        name, _, path = rest.partition(":")
+        if name not in MLPERF_SETS or not path:
+            raise DatasetError(f"dataset spec {spec!r}: write mlperf:SET:PATH with SET one of {', '.join(MLPERF_SETS)}")
+        return DatasetSpec("mlperf", Path(path), {"set": name})
     if kind in PATH_KINDS:
         path, params = _path_and_params(rest, PATH_KINDS[kind], spec)
         return DatasetSpec(kind, path, params)

@@ -342,6 +342,8 @@ def llm_tables(tokens: dict[str, Any]) -> list[Table]:
     row("output counted from", ", ".join(f"{k} {n:,}" for k, n in src.items()) or None)
     src = tokens.get("input_token_count_source") or {}
     row("input counted from", ", ".join(f"{k} {n:,}" for k, n in src.items()) or None)
+    src = tokens.get("output_ids_source") or {}
+    row("output ids logged from", ", ".join(f"{k} {n:,}" for k, n in src.items()) or None)
     mm = tokens.get("mismatch") or {}
     if mm.get("requests_differing"):
         row("server/client count differ", mm["requests_differing"],

@@ -50,6 +50,10 @@ def render_markdown(data: RunData) -> str:
     acc = s.get("accuracy")
     if acc and acc.get("metric"):
         parts.append(f"**Accuracy** {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,} samples")
+    if isinstance(s.get("text_accuracy"), dict):
+        from harness.results.text_accuracy import lines
+
+        parts.append("**Text accuracy** " + "  \n".join(lines(s["text_accuracy"])))
     if data.cost:
         parts += [f"### Cost ({data.cost['currency']})", _table(fig.cost_unit_table(data.cost)), _table(fig.cost_table(data.cost))]
     parts += ["### System and versions", _table((["item", "value"], fig.system_rows(data) + fig.versions(data)))]

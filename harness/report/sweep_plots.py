@@ -224,6 +224,18 @@ def success_vs_load(data: dict[str, Any]) -> Plot | None:
                     (goodput, "met every SLO (goodput)"), percent=True)
 
 
+def accuracy_vs_load(data: dict[str, Any]) -> Plot | None:
+    """The answers' score at each point (ROUGE-1, else exact match): the curve that shows a
+    server degrading its answers when it is busy."""
+    figures = {(p.get("text_accuracy") or {}).get("figure") for p in data.get("points") or []} - {None}
+    if len(figures) != 1:
+        return None
+    figure = figures.pop()
+    label = {"rouge1": "ROUGE-1", "accuracy": "exact match (%)"}.get(figure, figure)
+    return _vs_load(data, lambda p: (p.get("text_accuracy") or {}).get("value"), "answers' accuracy vs load",
+                    label, label, percent=True)
+
+
 def queue_vs_load(data: dict[str, Any]) -> Plot | None:
     share = lambda p: None if p.get("queue_share") is None else 100.0 * p["queue_share"]  # noqa: E731
     return _vs_load(data, share, "queue share of latency vs load", "% of mean latency spent queued", "queue share")
@@ -235,7 +247,7 @@ def cost_vs_load(data: dict[str, Any]) -> Plot | None:
 
 
 PLOTS = (throughput_latency, achieved_vs_target, ttft_vs_input, by_output_length, by_concurrency,
-         per_user_vs_total, success_vs_load, queue_vs_load, cost_vs_load)
+         per_user_vs_total, success_vs_load, accuracy_vs_load, queue_vs_load, cost_vs_load)
 
 
 def sweep_plots(data: dict[str, Any]) -> list[Plot]:

@@ -17,6 +17,8 @@ optional and absent.
     stages.jsonl          backend-reported stage times (STAGES)
     summary.json          LoadGen's figures and ours (SUMMARY, schema SCHEMA_VERSION)
     cost.json             cost per request and per successful task (COST)
+    references.json       a text-scored dataset's references, metrics, file sha256 and the
+                          tokenizer the logged ids decode with (REFERENCES; text_accuracy)
     mlperf_log_*          LoadGen's own logs (LOADGEN_*)
     aggregate.json        in a --repeat folder: the runs and their aggregate (AGGREGATE)
 """
@@ -55,6 +57,7 @@ AUDIT = "audit.json"
 SWEEP_PLAN = "sweep.yaml"  # a sweep or capacity folder (harness.run.sweep): what to run
 SWEEP = "sweep.json"  # ... and one entry per finished point
 LABELS = "labels.npy"  # the dataset's labels, for accuracy from mlperf_log_accuracy.json
+REFERENCES = "references.json"  # a prompt dataset's references, for text accuracy (harness.results.text_accuracy)
 LOADGEN_SUMMARY = "mlperf_log_summary.txt"
 LOADGEN_DETAIL = "mlperf_log_detail.txt"
 LOADGEN_ACCURACY = "mlperf_log_accuracy.json"

@@ -38,6 +38,14 @@ METRICS: tuple[Metric, ...] = (
     Metric("tpot_p99", "TPOT p99", "ms", False),
     Metric("output_tokens_per_s", "output tokens/s", "tokens/s", True),
     Metric("cost_per_success", "cost per successful task", "", False),
+    # answers' accuracy: the text score against the dataset's references (summary.json
+    # text_accuracy: exact match in percent), else a tensor run's top-1 (accuracy x 100)
+    Metric("accuracy", "accuracy", "%", True),
+    # ROUGE of generated text, as MLPerf prints it (mean f-measure x 100): "pt" gates points
+    Metric("rouge1", "ROUGE-1", "", True),
+    Metric("rouge2", "ROUGE-2", "", True),
+    Metric("rougeL", "ROUGE-L", "", True),
+    Metric("rougeLsum", "ROUGE-Lsum", "", True),
 )
 NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
@@ -97,4 +105,16 @@ def _ours(summary: dict[str, Any]) -> dict[str, float | None]:
         out[f"{part}_p50"] = section.get("p50")
         out[f"{part}_p99"] = section.get("p99")
     out["output_tokens_per_s"] = tokens.get("output_tokens_per_s")
+    out.update(_accuracy_figures(summary))
+    return out
+
+
+def _accuracy_figures(summary: dict[str, Any]) -> dict[str, float | None]:
+    """accuracy and ROUGE by name: the text score when the run has one, else top-1."""
+    text = summary.get("text_accuracy") or {}
+    rouge = text.get("rouge") or {}
+    exact = text.get("exact_match") or {}
+    top1 = (summary.get("accuracy") or {}).get("value")
+    out: dict[str, float | None] = {k: rouge.get(k) for k in ("rouge1", "rouge2", "rougeL", "rougeLsum")}
+    out["accuracy"] = exact.get("exact_match") if exact else (top1 * 100 if isinstance(top1, (int, float)) else None)
     return out

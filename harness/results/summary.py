@@ -22,6 +22,7 @@ from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
 from harness.results.loadgen_trace import read_trace_samples, split_against
 from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, read_accuracy_log, read_detail
+from harness.results.text_accuracy import summary_section as text_accuracy
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
@@ -150,7 +151,7 @@ _SHAPE: dict[str, tuple[type, dict[str, tuple[type, ...]]]] = {
 #: the harness section's figures, present whenever it counted samples
 _COUNTED = {"succeeded": (int,), "failed": (int,), "success_rate": (int, float), "failures_by_reason": (dict,),
             "latency_ms": (dict,), "queue_ms": (dict,), "service_ms": (dict,)}
-_OPTIONAL = ("agreement", "tokens", "accuracy", "timings_s", "sut", "backend", "dataset")
+_OPTIONAL = ("agreement", "tokens", "accuracy", "text_accuracy", "timings_s", "sut", "backend", "dataset")
 
 
 #: sections of figures, less their keys that hold text or settings
@@ -381,8 +382,10 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "harness": ours,
         "find_peak": find_peak,
         "agreement": agreement,
-        "tokens": token_summary(rec, read_token_entries(run_dir), config, child, lg),
+        "tokens": token_summary(rec, token_entries := read_token_entries(run_dir), config, child, lg),
         "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,
+        # generated text against the dataset's references, from the folder alone
+        "text_accuracy": text_accuracy(run_dir, config["mode"], token_entries),
         "timings_s": {k: child.get(k) for k in ("load_s", "warmup_s", "test_s")},
         # max_batch as the child resolved it (a folder from before the default: run.yaml's)
         "sut": {k: child.get(k) for k in ("workers", "threads_per_worker", "issue_inline")}

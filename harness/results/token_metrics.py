@@ -170,6 +170,8 @@ def token_summary(
         "token_count_source": dict(Counter(e["source"] for e in ok_entries)),
         # input tokens: the server's usage.prompt_tokens, else the client's count (which)
         "input_token_count_source": dict(Counter(e.get("input_source") or "unknown" for e in ok_entries)),
+        # accuracy mode: where the token ids logged to LoadGen came from (model, server, tokenizer)
+        "output_ids_source": dict(Counter(e["ids_source"] for e in ok_entries if e.get("ids_source"))) or None,
         "client_count_method": entries[0].get("client_method"),
         "mismatch": mismatch,
         "retries": retries,

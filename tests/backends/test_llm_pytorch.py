@@ -123,3 +123,34 @@ def test_smollm2_gguf_single_stream_streams_plausible_tokens_and_validates(run_h
     assert KvShape(30, 3, 64, "fp32").bytes_per_token() == 46_080
     assert tok["kv_cache"]["estimate_bytes_per_token"] == 46_080 == tok["kv_cache"]["measured_bytes_per_token"]
     assert s["backend"]["gguf_file"] == gguf.name and s["backend"]["threads"] >= 1
+
+
+def test_accuracy_mode_logs_the_ids_the_model_generated(run_harness, tiny_llm, tmp_path):
+    """AccuracyOnly: each answer reaches LoadGen's log as the int32 ids the model generated
+    (greedy: transformers' own generate gives the same ids), and the run is scored from its
+    folder with the model's tokenizer."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    prompts = ["The weather today is", "Once upon a time", "The capital of France is"]
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps({"prompt": p, "answer": "sunny and warm", "metric": "rouge"}) + "\n"
+                            for p in prompts))
+    run_dir, s = run_harness(
+        backend="pytorch-llm", model=str(tiny_llm), scenario="Offline", max_batch=1, mode="AccuracyOnly",
+        dataset=str(data), backend_options={"ignore_eos": True, "max_tokens": 5},
+    )
+    log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    logged = {e["qsl_idx"]: np.frombuffer(bytes.fromhex(e["data"]), dtype="<i4").tolist() for e in log}
+    tok = AutoTokenizer.from_pretrained(str(tiny_llm), local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_llm), local_files_only=True).eval()
+    for i, prompt in enumerate(prompts):
+        ids = tok(prompt, return_tensors="pt")["input_ids"]
+        with torch.inference_mode():
+            out = model.generate(ids, max_new_tokens=5, min_new_tokens=5, do_sample=False)
+        assert logged[i] == out[0, ids.shape[1]:].tolist(), i
+    assert s["tokens"]["output_ids_source"] == {"model": 3}
+    acc = s["text_accuracy"]
+    assert acc["decoded_with"] == str(tiny_llm) and acc["answers"] == 3 and acc["rouge"]["gen_num"] == 3
+    assert acc["rouge"]["tokens_per_sample"] == 5.0

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
+from collections.abc import Callable
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,10 +127,21 @@ class TruthMetrics:
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+def answer_pieces(answer: str) -> list[str]:
+    """An answer cut as a server streams it: each word with the spaces before it, so the
+    pieces join back to the answer exactly."""
+    return re.findall(r"\s*\S+|\s+$", answer) or [answer]
+
+
 def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None = None,
                received: list[str] | None = None, written: list[list[int]] | None = None,
                metrics: TruthMetrics | None = None,
-               arrivals: list[tuple[int, list[int]]] | None = None) -> web.Application:
+               arrivals: list[tuple[int, list[int]]] | None = None,
+               answers: dict[str, str] | None = None,
+               token_ids: Callable[[str], list[int]] | None = None,
+               sent_ids: dict[str, list[int]] | None = None,
+               truncate_above: int | None = None, truncate_words: int = 3,
+               truncated: list[str] | None = None) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
     sent, as careless servers do: the harness must keep the key out of its records anyway.
     With `received`, each request's prompt (a chat's last message) is appended, in order.
@@ -137,7 +150,15 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
     With `metrics`, GET /metrics serves what the server did (streamed successes only).
     With `arrivals`, each streamed request appends (the perf_counter_ns its handler began,
     its chunks' write stamps as in `written`): the server's own TTFT, the first write minus
-    the arrival, is what it really did on a machine that made it late."""
+    the arrival, is what it really did on a machine that made it late.
+
+    With `answers` (prompt -> answer text; a chat's last message is its prompt), a prompt
+    found there is answered with that text, one word a chunk (`answer_pieces`), whatever
+    max_tokens says: a test knows which answers are right. With `token_ids` (the server's
+    tokenizer) a request asking for `return_token_ids` (vLLM's field) gets each piece's ids
+    in `choices[0].token_ids`, and `sent_ids` (prompt -> ids) keeps what was sent. With
+    `truncate_above`, an answer given while more than that many requests are open at the
+    server keeps only its first `truncate_words` words: a server that degrades under load; `truncated` gets the prompt of each answer cut."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -172,6 +193,18 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             received.append(text)
         behaviour = next((b for b in BEHAVIOURS if b in text), "@ok")
         n = int(body.get("max_tokens") or timing.tokens)
+        pieces: list[str] | None = None
+        if answers is not None and text in answers:
+            pieces = answer_pieces(answers[text])
+            if truncate_above is not None and in_flight > truncate_above:
+                pieces = pieces[:truncate_words]
+                if truncated is not None:
+                    truncated.append(text)
+            n = len(pieces)
+        want_ids = bool(body.get("return_token_ids")) and token_ids is not None
+        piece_ids = [token_ids(p) for p in pieces] if want_ids and pieces is not None else None
+        if piece_ids is not None and sent_ids is not None:
+            sent_ids[text] = [i for ids in piece_ids for i in ids]
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and timing.usage
         ttft_ms = timing.ttft_ms + timing.ttft_ms_per_prompt_token * len(text.split())
         tpot_ms = timing.tpot_ms + timing.tpot_ms_per_in_flight * in_flight
@@ -199,20 +232,24 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             return web.Response()
         if not body.get("stream"):
             await until(timing.queue_ms + ttft_ms + (n - 1) * tpot_ms)
-            content = "" if behaviour == "@empty" else " ".join(f"t{i}" for i in range(n))
+            content = "" if behaviour == "@empty" else "".join(pieces) if pieces is not None else " ".join(f"t{i}" for i in range(n))
             answer = {"message": {"role": "assistant", "content": content}} if chat else {"text": content}
+            if want_ids and token_ids is not None:  # every answer's, the warm-up's too
+                answer["token_ids"] = [i for ids in piece_ids for i in ids] if piece_ids is not None else token_ids(content)
             usage = {"prompt_tokens": len(text.split()), "completion_tokens": n + timing.usage_extra}
             return web.json_response({"choices": [{**answer, "index": 0, "finish_reason": "length"}], "usage": usage})
 
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
 
-        def event(piece: str | None, finish: str | None = None) -> bytes:
+        def event(piece: str | None, finish: str | None = None, ids: list[int] | None = None) -> bytes:
             if chat:
                 choice: dict[str, Any] = {"index": 0, "delta": {"content": piece} if piece is not None else {}}
             else:
                 choice = {"index": 0, "text": piece or ""}
             choice["finish_reason"] = finish
+            if ids is not None:
+                choice["token_ids"] = ids
             return b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n"
 
         if chat:
@@ -235,7 +272,13 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
             await until(timing.queue_ms + ttft_ms + (sent + take - 1) * tpot_ms)
             last = sent + take == n
-            await resp.write(event(" ".join(f"t{i}" for i in range(sent, sent + take)) + " ", "length" if last else None))
+            if pieces is not None:
+                ids = [i for p in piece_ids[sent:sent + take] for i in p] if piece_ids is not None else None
+                await resp.write(event("".join(pieces[sent:sent + take]), "stop" if last else None, ids))
+            else:
+                piece = " ".join(f"t{i}" for i in range(sent, sent + take)) + " "
+                ids = token_ids(piece) if want_ids and token_ids is not None else None
+                await resp.write(event(piece, "length" if last else None, ids))
             stamps.append(time.perf_counter_ns())
             sent += take
             if sent >= 2 and behaviour == "@malformed_sse":

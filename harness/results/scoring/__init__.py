@@ -4,6 +4,7 @@
     punkt          nltk's English Punkt with nltk 3.8.1's rules, the model from a package
     exact_match    DeepSeek-R1 and gpt-oss answer extraction; users' exact/choice/regex/JSON field
     accuracy_log   mlperf_log_accuracy.json entries, token ids, de-duplication by qsl_idx
+    detokenize     ids back to text with the tokenizer a run recorded (.gguf or HF folder)
 
 Pure functions of texts and parsed files: nothing here reads a results folder. The heavy
 dependencies (nltk, rouge-score-rs, the Punkt model) are imported on first use, and their
