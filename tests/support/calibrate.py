@@ -17,6 +17,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,14 +159,19 @@ def openai_pilot(base_url: str, dataset: str, *, in_flight: int, requests: int, 
                 return
             one(i)
 
+    wall = _closed_loop(loop, in_flight)
+    return Pilot(base_url, in_flight, wall, tuple(ttft), tuple(e2e), tuple(tpot), sum(tokens), tuple(failures))
+
+
+def _closed_loop(loop: Callable[[], None], in_flight: int) -> float:
+    """Seconds `in_flight` threads took to run `loop` each: a closed loop's wall time."""
     start = time.perf_counter()
     threads = [threading.Thread(target=loop) for _ in range(in_flight)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - start
-    return Pilot(base_url, in_flight, wall, tuple(ttft), tuple(e2e), tuple(tpot), sum(tokens), tuple(failures))
+    return time.perf_counter() - start
 
 
 def _params(spec: str) -> dict[str, str]:
@@ -224,11 +230,5 @@ def kserve_pilot(base_url: str, model: str, inputs: list[dict[str, Any]], *, in_
         finally:
             conn.close()
 
-    start = time.perf_counter()
-    threads = [threading.Thread(target=loop) for _ in range(in_flight)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return Pilot(base_url, in_flight, time.perf_counter() - start, tuple(e2e), tuple(e2e), (0.0,) * len(e2e), 0,
+    return Pilot(base_url, in_flight, _closed_loop(loop, in_flight), tuple(e2e), tuple(e2e), (0.0,) * len(e2e), 0,
                  tuple(failures))
