@@ -25,7 +25,6 @@ Pickles run code when read, as pandas.read_pickle always does: read only files y
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from harness.data.jsonl import json_objects
 from harness.errors import DatasetError
 
 INSTALL_HINT = "pip install 'loadgen-harness[accuracy]'"
@@ -250,19 +250,9 @@ def read_jsonl(path: Path, default_metric: str = "exact_match") -> LLMDataset:
     check_metric(default_metric, f"{path}: the default metric")
     if not path.is_file():
         raise DatasetError(f"dataset file {path} does not exist")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}: row {len(rows)} (line {lineno})"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{where}: not valid JSON ({e.msg})") from e
-            if not isinstance(obj, dict):
-                raise DatasetError(f"{where}: expected a JSON object with `prompt` or `messages` and `answer`")
-            rows.append(_jsonl_row(obj, where, default_metric))
+    rows = [_jsonl_row(obj, where, default_metric)
+            for where, obj in json_objects(path, lambda row, line: f"{path}: row {row} (line {line})",
+                                           "`prompt` or `messages` and `answer`")]
     if not rows:
         raise DatasetError(f"{path}: has no rows")
     return LLMDataset("jsonl", path, tuple(rows))

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from harness.data.datasets import Dataset
+from harness.data.jsonl import json_objects
 from harness.data.spec import parse_dataset_spec
 from harness.data.validators import VALIDATORS, make_validator
 from harness.errors import DatasetError
@@ -179,19 +180,8 @@ def _validator_param(params: dict[str, str], spec: str) -> str | None:
 def load_jsonl(path: Path, validator: str | None = None) -> PromptDataset:
     if not path.is_file():
         raise DatasetError(f"prompt file {path} does not exist")
-    prompts: list[Prompt] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{where}: not valid JSON ({e.msg})") from e
-            if not isinstance(obj, dict):
-                raise DatasetError(f"{where}: expected a JSON object with `prompt` or `messages`")
-            prompts.append(_prompt_from(obj, where, validator))
+    prompts = [_prompt_from(obj, where, validator)
+               for where, obj in json_objects(path, lambda _, line: f"{path}:{line}", "`prompt` or `messages`")]
     if not prompts:
         raise DatasetError(f"prompt file {path} holds no prompts")
     scored = [p.reference is not None for p in prompts]
