@@ -40,12 +40,15 @@ ROUGE_FIGURES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 
 
 def ci95(values: Sequence[float]) -> list[float] | None:
-    """[low, high] of the mean of `values` (already x 100); None under two samples."""
+    """[low, high] of the mean of `values` (already x 100); None under two samples.
+
+    Exactly rounded sums (math.fsum): answers arrive in completion order, which differs
+    from run to run, and two runs with the same answers must print the same interval."""
     n = len(values)
     if n < 2:
         return None
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    mean = math.fsum(values) / n
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
     half = 1.96 * sd / math.sqrt(n)
     return [float(mean - half), float(mean + half)]
 

@@ -122,3 +122,30 @@ def test_chat_prompts_are_counted_through_the_models_chat_template(run_harness, 
     # the content is 8 tokens of the model's own (a tokenizer makes synthetic prompts exact);
     # the template adds the rest (a default system prompt and role markers)
     assert all(n > 8 + 10 for n in counts[True].values()), counts
+
+
+def test_smollm2_summaries_are_scored_alike_twice_and_rescored_from_the_folder(llama_server, tmp_path):
+    """End to end: SmolLM2 on llama.cpp summarises a small CNN-shaped set (cnn_eval.json as
+    MLCommons ships it) in AccuracyOnly, twice, greedy. llama.cpp sends no token ids, so the
+    harness logs its .gguf tokenizer's ids of each text to LoadGen, and the scorer decodes
+    them back: the figures must be the same in both runs and equal `harness accuracy`'s."""
+    from llama_cpp import Llama
+
+    from harness.config.run_config import RunConfig
+    from harness.run import runner
+    from tests.support.cnn_small import MAX_TOKENS, check_scored_twice_alike, write_cnn_eval
+
+    url, gguf = llama_server
+    vocab = Llama(model_path=str(gguf), vocab_only=True, verbose=False)
+    data = write_cnn_eval(tmp_path / "cnn_eval.json", lambda p: vocab.tokenize(p.encode(), add_bos=True))
+    runs = []
+    for n in range(2):
+        out = runner.run(RunConfig(
+            name=f"cnn{n}", backend="http", scenario="Offline", mode="AccuracyOnly", dataset=f"mlperf:llama3.1-8b:{data}",
+            backend_options={"protocol": "openai-completions", "url": url, "temperature": 0.0, "max_tokens": MAX_TOKENS,
+                             "tokenizer": str(gguf), "server_token_ids": False, "read_timeout_s": 60},
+        ), tmp_path / "results")
+        runs.append((out.run_dir, out.summary))
+    rouge = check_scored_twice_alike(runs)
+    assert runs[0][1]["tokens"]["output_ids_source"] == {"tokenizer": 4}
+    assert rouge["rouge1"] > 0  # a 135M model's summaries still share words with the references

@@ -93,3 +93,38 @@ def test_a_shared_prefix_is_seen_cached_by_the_server_and_by_the_client(vllm, tm
     by = pc["ttft_ms_by_cache"]
     assert by["hit_requests"] >= 10 and by["miss_requests"] >= 2
     assert by["hit"]["p50"] < by["miss"]["p50"]  # 64 tokens of prefill against 320
+
+
+def test_smollm2_summaries_are_scored_alike_twice_from_vllms_own_token_ids(vllm, tmp_path):
+    """End to end: SmolLM2 on vLLM summarises a small CNN-shaped set in AccuracyOnly, twice,
+    greedy. The harness asks vLLM for the generated ids (`return_token_ids`) and logs those
+    to LoadGen; decoded with the model's tokenizer they must give back the very text vLLM
+    streamed, and the figures must be the same in both runs and equal `harness accuracy`'s."""
+    import json
+
+    import numpy as np
+    from llama_cpp import Llama
+
+    from harness.results.scoring.detokenize import load_decoder
+    from tests.support.cnn_small import MAX_TOKENS, answers, check_scored_twice_alike, write_cnn_eval
+    from tests.support.smollm2_hf import gguf_path
+
+    gguf = str(gguf_path())  # the vocabulary .cache/smollm2-hf was converted from
+    vocab = Llama(model_path=gguf, vocab_only=True, verbose=False)
+    data = write_cnn_eval(tmp_path / "cnn_eval.json", lambda p: vocab.tokenize(p.encode(), add_bos=True))
+    runs = []
+    for n in range(2):
+        out = runner.run(RunConfig(
+            name=f"cnn{n}", backend="http", scenario="Offline", mode="AccuracyOnly", dataset=f"mlperf:llama3.1-8b:{data}",
+            backend_options={"protocol": "openai-completions", "url": f"{vllm}/v1", "model_name": "smollm2",
+                             "temperature": 0.0, "max_tokens": MAX_TOKENS, "tokenizer": gguf, "warmup_requests": 0},
+        ), tmp_path / "results")
+        runs.append((out.run_dir, out.summary))
+    check_scored_twice_alike(runs)
+    run_dir, s = runs[0]
+    assert s["tokens"]["output_ids_source"] == {"server": 4}
+    decoder = load_decoder(gguf)
+    logged = {e["qsl_idx"]: np.frombuffer(bytes.fromhex(e["data"]), dtype="<i4").tolist()
+              for e in json.loads((run_dir / "mlperf_log_accuracy.json").read_text())}
+    texts = answers(run_dir)
+    assert {i: decoder.decode(ids, f"qsl_idx {i}") for i, ids in logged.items()} == texts

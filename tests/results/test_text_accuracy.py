@@ -247,3 +247,14 @@ def test_a_tokenizer_other_than_the_runs_is_refused(cnn_run, tmp_path):
     (moved / "references.json").write_text(json.dumps(refs))
     res = CliRunner().invoke(cli, ["accuracy", str(moved)])
     assert res.exit_code == EXIT_RESULTS and "changed since the run (sha256 differs)" in res.stderr
+
+
+def test_the_interval_does_not_depend_on_the_order_answers_completed_in():
+    """Offline completes answers in a different order each run; the same answers must give
+    the same interval to the last digit (a plain sum rounds differently in another order)."""
+    from harness.results.text_accuracy import ci95
+
+    scores = [63.906814054416, 15.061642402352, 63.486065828519, 86.80453071433, 52.31812103833, 74.125185620149, 67.141147536959]
+    backwards = scores[::-1]
+    assert sum(scores) != sum(backwards)  # the order does change a plain sum: this test can fail
+    assert ci95(scores) == ci95(backwards)
