@@ -144,6 +144,9 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     if client.get("saturated"):
         lines.append(f"CLIENT SATURATED: the load generator may have limited this result ({'; '.join(client['signals'])});"
                      " send from more client processes (distribute.client_processes) or a faster machine")
+    answers = answers_line(summary.get("text_accuracy"))
+    if answers:
+        lines.append(answers)
     setup = setup_line(summary)
     if setup:
         lines.append(setup)
@@ -154,6 +157,56 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
             f" · total {money(cost['total'], c)}"
         )
     return lines
+
+
+#: the words of summary.json's text_accuracy figures
+ACCURACY_LABELS = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum",
+                   "exact_match": "exact match (%)"}
+
+
+def _ci(ci: list[float] | None) -> str:
+    return f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "—"
+
+
+def answers_line(section: dict[str, Any] | None) -> str | None:
+    """The answers' headline score, beside speed: a faster run that answers worse is not better."""
+    if not isinstance(section, dict):
+        return None
+    if section.get("error"):
+        return f"answers not scored: {section['error']}"
+    failed = f" · {section['failed']} failed" if section.get("failed") else ""
+    if r := section.get("rouge"):
+        return (f"answers: ROUGE-1 {r['rouge1']:.2f} (95% CI {_ci(r['ci95'].get('rouge1'))}), "
+                f"ROUGE-L {r['rougeL']:.2f} · n={r['samples']}{failed}")
+    if e := section.get("exact_match"):
+        return (f"answers: exact match {e['exact_match']:.2f}% (95% CI {_ci(e.get('ci95'))}) · "
+                f"{e['correct']} of {e['samples']} right{failed}")
+    return None
+
+
+def text_accuracy_table(section: dict[str, Any]) -> Table:
+    """summary.json's text_accuracy: each score with its interval and count, then the answers' length."""
+    rows: list[list[str]] = []
+    if r := section.get("rouge"):
+        rows += [[ACCURACY_LABELS[k], f"{r[k]:.4f}", _ci(r["ci95"].get(k)), str(r["samples"])]
+                 for k in ("rouge1", "rouge2", "rougeL", "rougeLsum")]
+        rows.append(["generated characters (gen_len)", str(r["gen_len"]), "", str(r["gen_num"])])
+        if r.get("tokens_per_sample") is not None:
+            rows.append(["tokens per sample", num(r["tokens_per_sample"]), "", str(r["gen_num"])])
+    if e := section.get("exact_match"):
+        rows.append([ACCURACY_LABELS["exact_match"], f"{e['exact_match']:.4f}", _ci(e.get("ci95")), str(e["samples"])])
+        if e.get("tokens_per_sample") is not None:
+            rows.append(["tokens per sample", num(e["tokens_per_sample"]), "", str(e["samples"])])
+    rows.append(["answers failed (scored as wrong)", str(section["failed"]), "", str(section["answers"])])
+    return ["figure", "value", "95% CI", "n"], rows
+
+
+def text_accuracy_source(section: dict[str, Any]) -> list[str]:
+    """Where the scored answers came from, and the tokenizer that decoded them (its file name)."""
+    out = [f"scored: the answers in {section['source']}"]
+    if decoded := section.get("decoded_with"):
+        out.append(f"ids decoded with {decoded.replace(chr(92), '/').rsplit('/', 1)[-1]}")
+    return out
 
 
 def setup_line(summary: dict[str, Any]) -> str | None:

@@ -77,6 +77,11 @@ def render_html(data: RunData) -> str:
     parts += [f'<p class="why">why: {_e(r)}</p>' for r in val.get("reasons") or []]
     parts += [f'<p class="fix">fix: {_e(f)}</p>' for f in val.get("fixes") or []]
     parts.append(_section("throughput", _table(fig.throughput_table(s))))
+    # right after speed: a faster run that answers worse is not better
+    text_acc = s.get("text_accuracy")
+    if isinstance(text_acc, dict) and not text_acc.get("error"):
+        note = f'<p class="note">{_e("; ".join(fig.text_accuracy_source(text_acc)))}; 95% CI: {_e(text_acc["ci_method"])}</p>'
+        parts.append(_section("answers' accuracy", _table(fig.text_accuracy_table(text_acc)) + note))
     if s["harness"].get("samples") and s["run"]["scenario"] != "Offline":
         parts.append(_section("latency", _table(fig.latency_table(s))))
     parts.append(_section("validity", _table(fig.validity_table(s))))

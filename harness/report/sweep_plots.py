@@ -195,14 +195,23 @@ def per_user_vs_total(data: dict[str, Any]) -> Plot | None:
 
 def _vs_load(data: dict[str, Any], get: Callable[[Point], float | None], title: str, ylabel: str,
              label: str, extra: tuple[Callable[[Point], float | None], str] | None = None,
-             percent: bool = False) -> Plot | None:
+             percent: bool = False, interval: Callable[[Point], list[float] | None] | None = None) -> Plot | None:
     name, pairs = load_order(data)
     xs, ys, pts = _xy(pairs, get)
     if len(xs) < 2:
         return None
     fig, ax = _axes(title, name, ylabel)
-    ax.plot(xs, ys, "o" + _ls(data), label=label)
+    line = ax.plot(xs, ys, "o" + _ls(data), label=label)[0]
     lowest = min(ys)
+    if interval is not None:  # each point's 95 % interval, as a bar: a drop inside it is noise
+        bars = [(x, y, ci) for x, y, p in zip(xs, ys, pts, strict=True) if (ci := interval(p))]
+        if bars:
+            lo = [max(0.0, ci[0]) for _, _, ci in bars]
+            hi = [min(100.0, ci[1]) if percent else ci[1] for _, _, ci in bars]
+            ax.errorbar([b[0] for b in bars], [b[1] for b in bars], capsize=3, fmt="none", color=line.get_color(),
+                        yerr=[[y - low for (_, y, _), low in zip(bars, lo, strict=True)],
+                              [high - y for (_, y, _), high in zip(bars, hi, strict=True)]], label="95% CI")
+            lowest = min(lowest, *lo)
     if extra is not None:
         xe, ye, _ = _xy(pairs, extra[0])
         if len(xe) >= 2:
@@ -233,7 +242,7 @@ def accuracy_vs_load(data: dict[str, Any]) -> Plot | None:
     figure = figures.pop()
     label = {"rouge1": "ROUGE-1", "accuracy": "exact match (%)"}.get(figure, figure)
     return _vs_load(data, lambda p: (p.get("text_accuracy") or {}).get("value"), "answers' accuracy vs load",
-                    label, label, percent=True)
+                    label, label, percent=True, interval=lambda p: (p.get("text_accuracy") or {}).get("ci95"))
 
 
 def queue_vs_load(data: dict[str, Any]) -> Plot | None:

@@ -85,11 +85,11 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
     acc = summary.get("accuracy")
     if acc and acc.get("metric"):
         console.print(f"  accuracy {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,}")
-    if isinstance(summary.get("text_accuracy"), dict):
-        from harness.results.text_accuracy import lines
-
-        for line in lines(summary["text_accuracy"]):
-            console.print(f"  {line}", highlight=False, soft_wrap=True)
+    text_acc = summary.get("text_accuracy")
+    if isinstance(text_acc, dict) and not text_acc.get("error"):
+        console.print(rich_table("answers' accuracy", fig.text_accuracy_table(text_acc)))
+        for line in fig.text_accuracy_source(text_acc):
+            console.print(f"  {line}", highlight=False)
     if data is not None and data.cost:
         console.print(rich_table(f"cost ({data.cost['currency']})", fig.cost_table(data.cost)))
         console.print(rich_table("cost per unit", fig.cost_unit_table(data.cost)))

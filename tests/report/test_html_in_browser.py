@@ -190,3 +190,33 @@ def test_a_long_tail_gets_log_bins_and_a_uniform_spread_keeps_even_ones():
     offline = np.linspace(2.0, 800.0, 400)
     edges, log = histogram_bins(offline)
     assert not log and edges[0] == 2.0 and len(edges) == 41
+
+
+def test_an_accuracy_runs_scores_are_on_the_page_right_after_its_speed(tmp_path):
+    """An LLM accuracy run (answers scored by ROUGE): Chromium's DOM has the answers' headline
+    line and the table of every score with its interval and count, placed right after the
+    throughput section, and the screenshot of that table is not blank."""
+    from tests.results.test_text_accuracy import _answers, _gguf, write_cnn_eval
+
+    data = write_cnn_eval(tmp_path / "cnn_eval.json")
+    with ServerThread(openai_app(Timing(), answers=_answers())) as srv:  # 3 of 6 right: every ROUGE is 50
+        run_dir = runner.run(RunConfig(
+            backend="http", scenario="Offline", mode="AccuracyOnly", dataset=f"mlperf:llama3.1-8b:{data}",
+            backend_options={"protocol": "openai-completions", "url": srv.url + "/v1", "tokenizer": _gguf()},
+        ), tmp_path / "results").run_dir
+    report = tmp_path / "accuracy.html"
+    assert CliRunner().invoke(main, ["report", str(run_dir), "--format", "html", "-o", str(report)]).exit_code == 0
+    browser = chromium()
+    dom = _browse(browser, report, tmp_path / "profile", "--dump-dom", f"--window-size={WIDTH},2000").stdout
+    assert "answers: ROUGE-1 50.00 (95% CI " in dom
+    sections = re.findall(r"<h2>([^<]*)</h2>", dom)
+    assert sections[:2] == ["throughput", "answers' accuracy"], sections
+    table = dom.split("answers' accuracy</h2>", 1)[1].split("</table>", 1)[0]
+    cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>.*?</td>", table)]
+    for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "ROUGE-Lsum"):
+        i = cells.index(name)
+        assert cells[i + 1] == "50.0000" and cells[i + 3] == "6", cells[i:i + 4]
+    shot = tmp_path / "accuracy.png"
+    _browse(browser, report, tmp_path / "profile", f"--screenshot={shot}", f"--window-size={WIDTH},900")
+    grey = np.asarray(Image.open(shot).convert("L"))
+    assert (grey[300:700] < 200).mean() > 0.01, "nothing drawn where the throughput and answers' tables lie"

@@ -197,9 +197,15 @@ def test_reports_show_the_text_accuracy(cnn_run):
     from harness.report import write_report
 
     run_dir, _ = cnn_run
-    res = CliRunner().invoke(cli, ["report", str(run_dir)])
+    res = CliRunner().invoke(cli, ["report", str(run_dir)], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
-    assert "accuracy from mlperf_log_accuracy.json: 6 answers, 0 failed" in res.stdout and "rouge1: 50.0" in res.stdout
+    lines = res.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80  # the full tokenizer path used to wrap
+    assert any(line.startswith("  answers: ROUGE-1 50.00 (95% CI ") for line in lines[:8])  # beside the speed
+    for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "ROUGE-Lsum"):
+        assert any(line.split()[:2] == [name, "50.0000"] and line.split()[-1] == "6" for line in lines), name
+    assert "  scored: the answers in mlperf_log_accuracy.json" in lines
+    assert f"  ids decoded with {Path(_gguf()).name}" in lines
     md = write_report(run_dir, "md")
     assert "**Text accuracy** accuracy from mlperf_log_accuracy.json" in md
 
