@@ -154,3 +154,17 @@ def test_a_performance_run_is_refused(runs, tmp_path):
     perf = runner.run(RunConfig(backend="synthetic", min_query_count=8, min_duration_s=0), tmp_path).run_dir
     code, out = _cli("--run-a", str(runs["run_a"]), "--run-b", str(perf))
     assert code == EXIT_USAGE and "is a PerformanceOnly run" in out
+
+
+def test_cli_runs_both_streaming_sides_and_keeps_their_folders(tmp_path):
+    dataset = _prompts(tmp_path / "prompts.jsonl", PROMPTS)
+    with ServerThread(openai_app(Timing(), answers=ANSWERS_A)) as a, ServerThread(openai_app(Timing(), answers=ANSWERS_B)) as b:
+        sides = [arg for which, srv in (("a", a), ("b", b)) for arg in (
+            f"--backend-{which}", "http", f"--set-{which}", "protocol=openai-completions",
+            f"--set-{which}", f"url={srv.url}/v1", f"--set-{which}", f"tokenizer={_gguf()}")]
+        code, out = _cli(*sides, "--dataset", dataset, "--output-dir", str(tmp_path / "results"), "--json")
+    doc = json.loads(out)
+    assert code == EXIT_NEGATIVE and doc["text_matches"] == 4 and doc["first_divergence"]["sample"] == 1
+    kept = sorted(p.name.split("-", 2)[2] for p in (tmp_path / "results").iterdir())
+    assert kept == ["parity-a-Offline", "parity-b-Offline"]
+    assert {Path(doc["run_a"]).parent, Path(doc["run_b"]).parent} == {tmp_path / "results"}
