@@ -138,7 +138,7 @@ def test_cli_exit_codes_and_json(runs):
     assert doc == json.loads(json.dumps(as_dict(compare_folders(runs["run_a"], runs["run_b"]))))
 
 
-def test_cli_bad_input_is_one_line_and_the_usage_code(runs, tmp_path):
+def test_cli_bad_input_is_one_line_and_the_usage_code(runs):
     code, out = _cli("--run-a", str(runs["run_a"]), "--run-b", str(runs["other"]))
     assert code == EXIT_USAGE and "answered different prompts" in out
     code, out = _cli("--backend-a", "http", "--backend-b", "onnxruntime")
