@@ -1,10 +1,12 @@
-"""`harness parity` in the terminal: AGREE/DISAGREE, then per-output errors against the tolerances."""
+"""`harness parity` in the terminal: AGREE/DISAGREE, then per-output errors against the tolerances
+(tensor backends), or the first divergence and the text figures (generative backends)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -35,3 +37,36 @@ def render_parity(result: Any, console: Console) -> None:
         console.print(f"  accuracy against labels: A {result.accuracy_a:.2%}, B {result.accuracy_b:.2%}")
     for failure in result.failures:
         console.print(f"  [red]why:[/] {failure}", highlight=False)
+
+
+def render_text_parity(result: Any, console: Console) -> None:
+    """A text parity result (harness.analysis.text_parity.TextParityResult): the verdict and the
+    first divergence first, then the figures and the run folders."""
+    verdict = "[bold green]AGREE[/]" if result.agree else "[bold red]DISAGREE[/]"
+    console.print(f"{verdict} · texts equal in {result.text_matches} of {result.samples} samples "
+                  f"({result.text_match_rate:.2%}; needed {result.min_text_match:.2%})")
+    first = result.first_divergence
+    if first is not None:
+        where = f"token {first.token}" if first.token is not None else (
+            f"character {first.char}" if first.char is not None else first.reason)
+        console.print(f"  first divergence: sample {first.sample}, {where} ({first.reason})", highlight=False)
+        console.print(f"    A: {escape(first.excerpt_a)}", highlight=False)
+        console.print(f"    B: {escape(first.excerpt_b)}", highlight=False)
+    console.print(f"  A: {escape(result.label_a)}  {result.run_a}", highlight=False)
+    console.print(f"  B: {escape(result.label_b)}  {result.run_b}", highlight=False)
+    table = Table("figure", "value", title=None)
+    table.add_row("texts exact match", f"{result.text_match_rate:.2%}")
+    if result.ids_compared:
+        table.add_row(f"first {result.first_ids} ids exact match", f"{result.ids_match_rate:.2%}")
+    else:
+        table.add_row(f"first {result.first_ids} ids exact match", "not compared")
+    for k, v in result.rouge.items():
+        table.add_row(f"{k} (B against A)", f"{v:.2f}")
+    table.add_row("failed answers", f"A {result.failed_a}, B {result.failed_b}")
+    console.print(table)
+    if result.ids_note:
+        console.print(f"  note: {escape(result.ids_note)}", highlight=False)
+    if len(result.divergences) > 1:
+        rest = ", ".join(str(d.sample) for d in result.divergences[1:11])
+        more = f" and {len(result.divergences) - 11} more" if len(result.divergences) > 11 else ""
+        console.print(f"  other disagreeing samples: {rest}{more}", highlight=False)
