@@ -30,7 +30,7 @@ from harness.errors import ConfigError, DatasetError
 from harness.results import folder
 from harness.results.loadgen_log import read_accuracy_log
 from harness.results.scoring.accuracy_log import dedup_entries, first_per_qsl_idx, parse_entries
-from harness.results.text_accuracy import ACCURACY_MODES, ROUGE_FIGURES, _answers_from_tokens
+from harness.results.text_accuracy import ACCURACY_MODES, ROUGE_FIGURES, answers_from_tokens
 
 EXCERPT_BEFORE, EXCERPT_AFTER = 24, 40
 
@@ -103,7 +103,7 @@ def read_side(run_dir: Path) -> SideAnswers:
     dataset = child.get("dataset")
     if not isinstance(dataset, dict) or not isinstance(dataset.get("count"), int):
         raise ConfigError(f"{run_dir / folder.CHILD} records no dataset: the run did not finish")
-    answers = _answers_from_tokens(folder.read_jsonl(run_dir, folder.TOKENS), dataset["count"], run_dir / folder.TOKENS)
+    answers = answers_from_tokens(folder.read_jsonl(run_dir, folder.TOKENS), dataset["count"], run_dir / folder.TOKENS)
     texts = {index: (None if failed else text) for index, (_, text, _, failed) in
              first_per_qsl_idx((a[0], a) for a in answers)}
     if not texts:

@@ -75,7 +75,7 @@ def _answers_from_log(run_dir: Path, refs: dict[str, Any], n_rows: int) -> tuple
     return out, decoder.path
 
 
-def _answers_from_tokens(entries: list[dict[str, Any]], n_rows: int, path: Path) -> list[tuple[int, str, int, bool]]:
+def answers_from_tokens(entries: list[dict[str, Any]], n_rows: int, path: Path) -> list[tuple[int, str, int, bool]]:
     out = []
     for n, e in enumerate(entries):
         index = e.get("sample_index")
@@ -142,7 +142,7 @@ def text_accuracy(run_dir: Path, mode: str, token_entries: list[dict[str, Any]] 
         label, source = "accuracy", folder.LOADGEN_ACCURACY
     else:
         entries = folder.read_jsonl(run_dir, folder.TOKENS) if token_entries is None else token_entries
-        answers = _answers_from_tokens(entries, len(rows), run_dir / folder.TOKENS)
+        answers = answers_from_tokens(entries, len(rows), run_dir / folder.TOKENS)
         label, source = "accuracy under load", folder.TOKENS
     if not answers:
         return None

@@ -74,4 +74,9 @@ def check_scored_twice_alike(runs: list[tuple[Path, dict[str, Any]]]) -> dict[st
     assert texts_a == texts_b, "greedy decoding gave different answers in two runs"
     assert all(t.strip() for t in texts_a.values()), texts_a
     assert sum_a["text_accuracy"]["rouge"] == sum_b["text_accuracy"]["rouge"], (sum_a["text_accuracy"], sum_b["text_accuracy"])
+    # `harness parity` on the two folders: the same answers, to the token id
+    parity = CliRunner().invoke(cli, ["parity", "--run-a", str(dir_a), "--run-b", str(dir_b), "--json"])
+    assert parity.exit_code == 0, parity.output
+    verdict = json.loads(parity.stdout)
+    assert verdict["agree"] and verdict["text_match_rate"] == 1.0 and verdict["ids_match_rate"] == 1.0, verdict
     return sum_a["text_accuracy"]["rouge"]
