@@ -223,6 +223,9 @@ class StreamingBackend(Backend):
     token_source: TokenSource = "chunks"
     #: how a request's input tokens are counted where the server reports none (its usage)
     input_token_method: str = "the dataset's length"
+    #: True: each prompt goes out as its dataset's token ids (MLPerf's `tok_input`), not its
+    #: text, so a prompt dataset must carry ids for every row (the option `prompt_from`)
+    sends_token_ids: bool = False
     #: the model's tokenizer (text -> token count), so that prompt datasets count lengths
     #: in its tokens; None: they count words. A backend that has one defines the method.
     count_tokens: Callable[[str], int] | None = None

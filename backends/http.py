@@ -94,6 +94,10 @@ class HttpOptions(StreamingOptions):
     request_template: str | None = Field(None, description="json: a JSON file; \"{{prompt}}\"-style strings are filled in")
     response_path: str | None = Field(None, description="json: dotted path of the answer, e.g. outputs.0.data")
     json_input: Literal["prompt", "tensor"] = Field("prompt", description="json: fill the template from prompts or tensors")
+    prompt_from: Literal["text", "ids"] = Field(
+        "text", description="openai-completions: send each prompt's text, or its dataset's token ids "
+        "(MLPerf's tok_input, as `prompt`: a list of ints, which vLLM and llama.cpp's server take)"
+    )
     output_name: str | None = Field(None, description="kserve-v2: the output to return (default: the first)")
     max_in_flight: int | None = Field(None, ge=1, description="most requests open at once (None: as LoadGen issues)")
     connections: int = Field(0, ge=0, description="connection pool size (0: one per open request)")
@@ -142,6 +146,9 @@ class HttpOptions(StreamingOptions):
             raise ValueError("protocol json needs request_template (a JSON file) and response_path")
         if self.protocol == "kserve-v2" and not self.model_name:
             raise ValueError("protocol kserve-v2 needs model_name")
+        if self.prompt_from == "ids" and self.protocol != "openai-completions":
+            raise ValueError(f"prompt_from=ids needs protocol openai-completions (its `prompt` takes a list of token ids; "
+                             f"{self.protocol} takes none): set protocol=openai-completions or prompt_from=text")
         return self
 
 
@@ -229,6 +236,7 @@ class HttpBackend(StreamingBackend):
         o = options
         self.max_in_flight = o.max_in_flight
         self.token_source = "tokenizer" if o.tokenizer else "chunks"
+        self.sends_token_ids = o.prompt_from == "ids"
         self.retries_total = 0
         self.requests_retried = 0
         self.resent_on_closed_connection = 0
@@ -370,6 +378,11 @@ class HttpBackend(StreamingBackend):
             body["model"] = self._model_name
         if o.protocol == "openai-chat":
             body["messages"] = _chat_messages(sample)
+        elif self.sends_token_ids:
+            if sample.input_ids is None:  # build_source's check names the row; this is the last guard
+                raise DatasetError("prompt_from=ids: a sample has no token ids; use a dataset that carries them "
+                                   "(mlperf:SET:PATH) or set prompt_from=text")
+            body["prompt"] = list(sample.input_ids)
         else:
             if sample.prompt is None:
                 raise DatasetError("protocol openai-completions needs `prompt` samples; this dataset has chat `messages` (use openai-chat)")
@@ -392,6 +405,8 @@ class HttpBackend(StreamingBackend):
     def _input_count(self, sample: Any) -> int:
         if not hasattr(sample, "text"):
             return 0
+        if self.sends_token_ids:  # exact: the ids are the prompt
+            return len(sample.input_ids)
         if self._tokenizer is not None:
             if self.options.protocol == "openai-chat":
                 return self._tokenizer.count_chat(_chat_messages(sample))
@@ -401,6 +416,8 @@ class HttpBackend(StreamingBackend):
     @property
     def input_token_method(self) -> str:
         """How a request's input tokens are counted when the server reports no usage."""
+        if self.sends_token_ids:
+            return "the dataset's token ids"
         if self._tokenizer is None:
             return "the dataset's length (words, or the generator's target)"
         return self._tokenizer.chat_method if self.options.protocol == "openai-chat" else "tokenizer"
@@ -561,6 +578,7 @@ class HttpBackend(StreamingBackend):
             "model_name": self._model_name,
             "server": self._server,
             "stream": o.stream if o.protocol.startswith("openai") else False,
+            "prompt_from": o.prompt_from,
             "verify_tls": o.verify_tls,
             "api_key_env": o.api_key_env,
             "api_key_set": self._secret is not None,

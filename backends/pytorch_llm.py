@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from backends.base import Chunk, LoadContext, StreamingBackend, StreamingOptions
 from harness.errors import BackendError, ConfigError, DatasetError, ModelError
@@ -54,6 +54,17 @@ class PyTorchLLMOptions(StreamingOptions):
     ignore_eos: bool = Field(False, description="generate max_tokens even past the end-of-sequence token")
     chat: bool = Field(False, description="wrap plain prompts in the model's chat template (chat messages always are)")
     warmup_requests: int = Field(1, ge=0, description="requests generated before the timed test")
+    prompt_from: Literal["text", "ids"] = Field(
+        "text", description="tokenize each prompt's text, or take its dataset's token ids as they are "
+        "(MLPerf's tok_input: the ids its reference SUTs run)"
+    )
+
+    @model_validator(mode="after")
+    def _ids_are_not_chat(self) -> PyTorchLLMOptions:
+        if self.prompt_from == "ids" and self.chat:
+            raise ValueError("prompt_from=ids takes the ids as they are: no chat template can wrap them; "
+                             "set chat=false or prompt_from=text")
+        return self
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,9 @@ class PyTorchLLMBackend(StreamingBackend):
         self.token_source = "model"  # one chunk per generated token id: exact counts
         self.input_token_method = "the model's tokenizer (chat template applied for chat)"  # the ids it runs
         self.max_in_flight: int | None = 1
+        self.sends_token_ids = options.prompt_from == "ids"
+        if self.sends_token_ids:
+            self.input_token_method = "the dataset's token ids"
         self._jobs: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._described: dict[str, Any] = {"backend": self.name}
@@ -194,6 +208,7 @@ class PyTorchLLMBackend(StreamingBackend):
             "max_tokens_default": o.max_tokens,
             "ignore_eos": o.ignore_eos,
             "chat_template_for_prompts": o.chat,
+            "prompt_from": o.prompt_from,
             "vocab_size": len(self.tokenizer),
             "kv_cache": {"shape": shape},
             "load_model_s": self.load_model_s,
@@ -206,6 +221,16 @@ class PyTorchLLMBackend(StreamingBackend):
 
     def prepare(self, sample: Any) -> LLMRequest:
         tok = self.tokenizer
+        if self.sends_token_ids:
+            ids = sample.input_ids
+            if ids is None:  # build_source's check names the row; this is the last guard
+                raise DatasetError("prompt_from=ids: a sample has no token ids; use a dataset that carries them "
+                                   "(mlperf:SET:PATH) or set prompt_from=text")
+            vocab = self.model.get_input_embeddings().num_embeddings
+            if ids and not 0 <= min(ids) <= max(ids) < vocab:  # an index error mid-batch otherwise
+                raise DatasetError(f"prompt_from=ids: token id {max(ids) if max(ids) >= vocab else min(ids)} is outside "
+                                   f"the model's vocabulary (0..{vocab - 1}): the dataset's ids are another tokenizer's")
+            return LLMRequest(tuple(ids), sample.max_tokens or self.options.max_tokens, len(ids))
         if sample.messages or self.options.chat:
             turns = list(sample.messages) if sample.messages else [{"role": "user", "content": sample.prompt}]
             if not getattr(tok, "chat_template", None):

@@ -87,6 +87,8 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         "cost_per_success": (folder.read_json(run_dir, folder.COST) or {}).get("per_successful_task"),
         # the answers' accuracy at this point (its CI and answer length), for the diagnosis
         "text_accuracy": _text_accuracy(summary),
+        # why a point whose dataset has references got no score (None: scored, or nothing to score)
+        "text_accuracy_not_scored": _not_scored(run_dir, summary),
         # telemetry's verdict on the load generator (None: not measured)
         "client_saturated": ((summary.get("telemetry") or {}).get("client") or {}).get("saturated"),
         "client_signals": ((summary.get("telemetry") or {}).get("client") or {}).get("signals") or [],
@@ -106,6 +108,16 @@ def _text_accuracy(summary: dict[str, Any]) -> dict[str, Any] | None:
         return None
     return {"figure": figure, "value": value, "ci95": ci, "answers": section.get("answers"),
             "tokens_per_sample": tokens, "label": section.get("label")}
+
+
+def _not_scored(run_dir: Path, summary: dict[str, Any]) -> str | None:
+    """Why a run with references has no text score: the scorer's error, or no answer given."""
+    section = summary.get("text_accuracy")
+    if isinstance(section, dict) and section.get("error"):
+        return str(section["error"])
+    if section is None and (run_dir / folder.REFERENCES).is_file():
+        return "no answer was recorded (every request failed, or no tokens.jsonl)"
+    return None
 
 
 def _e2e_goodput(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:

@@ -167,7 +167,9 @@ def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
 
         parse_slo(config.slo)  # a wrong target key stops the run before the test, not after it
         # The backend's own tokenizer, when it has one, so lengths count in its tokens.
-        return build_prompt_dataset(config.dataset, config.seed, backend.count_tokens)
+        prompts = build_prompt_dataset(config.dataset, config.seed, backend.count_tokens)
+        prompts.check_sendable(backend.sends_token_ids)  # a row without what is sent: one line, before any request
+        return prompts
     from harness.data.datasets import build_tensor_dataset
 
     return build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
@@ -179,7 +181,10 @@ def warmup_request(dataset: Dataset, i: int) -> Any:
     common prefix: warmed on sample 0 itself, a first timed request on sample 0 was a full
     hit (127 of 128 prompt tokens reused, TTFT 44 ms against a p50 of 2.9 s). A prompt that
     differs from its first word on shares nothing but what every timed request shares
-    (a chat template's system prompt). Other datasets warm up on their own samples."""
+    (a chat template's system prompt). Token ids (prompt_from=ids) have no marker to put
+    in front, so they go reversed: the same tokens, sharing no prefix with the timed one
+    beyond a coincidence of their first and last token. Other datasets warm up on their
+    own samples."""
     from dataclasses import replace
 
     from harness.data.prompts import PromptDataset
@@ -194,6 +199,8 @@ def warmup_request(dataset: Dataset, i: int) -> Any:
         sample = replace(base, messages=({**first, "content": mark + first.get("content", "")}, *rest))
     else:
         sample = replace(base, prompt=mark + (base.prompt or ""))
+    if base.input_ids is not None:
+        sample = replace(sample, input_ids=tuple(reversed(base.input_ids)))
     return dataset._prepare(sample)
 
 

@@ -75,19 +75,21 @@ def _resume_only(resume: Path | None, given: dict[str, Any]) -> None:
               help="an axis: any run or backend setting (as --set), or isl/osl/prefix_len/prefix_groups/n of a "
               "synthetic prompt set; several make a grid; target_qps=auto walks up from an Offline pilot")
 @click.option("--zip", "zipped", is_flag=True, help="pair the axes value by value instead of a grid")
+@click.option("--accuracy", "accuracy", is_flag=True, help="score the answers given at each point against the "
+              "dataset's references (refused before any run when it has none) and show the score per point")
 @click.option("--resume", type=click.Path(path_type=Path), help="a sweep folder: run only its missing points")
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 @click.option("--cost", "cost_file", type=click.Path(path_type=Path), help="price sheet YAML; writes each point's cost.json")
 @click.option("--json", "as_json", is_flag=True, help="print sweep.json instead of the table")
 @handle_errors
-def sweep(vary: tuple[str, ...], zipped: bool, resume: Path | None, output_dir: Path, cost_file: Path | None,
-          as_json: bool, config_file: Path | None, overrides: tuple[str, ...], weights: Path | None,
+def sweep(vary: tuple[str, ...], zipped: bool, accuracy: bool, resume: Path | None, output_dir: Path,
+          cost_file: Path | None, as_json: bool, config_file: Path | None, overrides: tuple[str, ...], weights: Path | None,
           mlperf_conf: Path | None, user_conf: Path | None, **cli_values: Any) -> None:
     """Run one config at each point of the --vary axes (docs/sweeps.md)."""
     from harness.run.sweep import SweepSpec, new_sweep, parse_vary, run_sweep
 
-    _resume_only(resume, {"vary": vary, "zip": zipped, "config": config_file, "set": overrides, "weights": weights,
-                          "mlperf-conf": mlperf_conf, "user-conf": user_conf, **cli_values})
+    _resume_only(resume, {"vary": vary, "zip": zipped, "accuracy": accuracy, "config": config_file, "set": overrides,
+                          "weights": weights, "mlperf-conf": mlperf_conf, "user-conf": user_conf, **cli_values})
     if resume is not None:
         spec = SweepSpec.load(resume)
         sweep_dir = resume
@@ -95,7 +97,7 @@ def sweep(vary: tuple[str, ...], zipped: bool, resume: Path | None, output_dir: 
         if not vary:
             raise ConfigError("give at least one axis, e.g. --vary target_qps=100,200,400 (or target_qps=auto)")
         base = _base(build_run_config(config_file, overrides, weights, mlperf_conf, user_conf, **cli_values), "sweep")
-        spec = SweepSpec("sweep", base, [parse_vary(v) for v in vary], zipped)
+        spec = SweepSpec("sweep", base, [parse_vary(v) for v in vary], zipped, accuracy=accuracy)
         sweep_dir = new_sweep(spec, output_dir)
     err_console.print(f"sweep folder: {sweep_dir}", highlight=False)
     data = run_sweep(spec, sweep_dir, _progress, _pricer(cost_file, spec.base))

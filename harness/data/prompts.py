@@ -57,7 +57,12 @@ TokenCounter = Callable[[str], int]
 
 @dataclass(frozen=True)
 class Prompt:
-    """One request's input. Exactly one of `prompt` and `messages` is set."""
+    """One request's input: `prompt` or `messages`, and/or the prompt's token ids.
+
+    MLPerf's LLM files carry each prompt's token ids (`tok_input`), which their reference
+    SUTs send instead of the text; some rows have ids only. A backend sends one or the
+    other (its `prompt_from`), and `PromptDataset.check_sendable` refuses a row without it.
+    """
 
     prompt: str | None = None
     messages: tuple[dict[str, str], ...] | None = None
@@ -75,6 +80,8 @@ class Prompt:
     reference: str | int | float | None = None
     metric: str | None = None
     subset: str | None = None
+    #: the prompt's token ids in the model's tokenizer (MLPerf's `tok_input`); None: none given
+    input_ids: tuple[int, ...] | None = None
 
     def text(self) -> str:
         """The whole input as one text, for local token counting."""
@@ -129,11 +136,27 @@ class PromptDataset(Dataset):
         h = hashlib.sha256()
         for p in self.prompts:
             row = asdict(p)
-            for key in ("reference", "metric", "subset"):  # absent: the fingerprints of before
+            for key in ("reference", "metric", "subset", "input_ids"):  # absent: the fingerprints of before
                 if row[key] is None:
                     del row[key]
             h.update(json.dumps(row, sort_keys=True).encode())
         return h.hexdigest()
+
+    def check_sendable(self, ids: bool) -> None:
+        """Refuse, before any request is built, a row that lacks what the backend sends:
+        its token ids (`ids`) or a text prompt. Names the file and row, and the fix."""
+        where = self.source.get("path") or self.name
+        for i, p in enumerate(self.prompts):
+            if ids and p.input_ids is None:
+                raise DatasetError(
+                    f"{where}: row {i} has no token ids, and the backend sends ids (prompt_from=ids): "
+                    "use a dataset that carries them (mlperf:SET:PATH, tok_input) or set prompt_from=text"
+                )
+            if not ids and p.prompt is None and p.messages is None:
+                raise DatasetError(
+                    f"{where}: row {i} has token ids only (no text prompt): set prompt_from=ids "
+                    "(http with protocol openai-completions, or pytorch-llm) to send them"
+                )
 
     def references(self) -> list[dict[str, Any]] | None:
         """Each sample's reference, metric and sub-dataset, for text accuracy; None when the
@@ -152,6 +175,7 @@ class PromptDataset(Dataset):
             "with_expected_output": sum(p.expected is not None for p in self.prompts),
             "validators": {v: n for v in VALIDATORS if (n := sum(p.validator == v for p in self.prompts))},
             "with_reference": sum(p.reference is not None for p in self.prompts),
+            "with_token_ids": sum(p.input_ids is not None for p in self.prompts),
         }
         if any(p.prefix_group is not None for p in self.prompts):
             out["prefix"] = {
@@ -294,16 +318,17 @@ def load_sharegpt(spec: str, path: Path, params: dict[str, str], seed: int, coun
 
 def load_mlperf(name: str, path: Path) -> PromptDataset:
     """MLPerf's processed file as its reference implementation reads it: row i is qsl_idx i,
-    its text prompt (cnn_eval.json's `input`), its reference and its metric."""
+    its text prompt (cnn_eval.json's `input`) and/or its token ids (`tok_input`), its
+    reference and its metric. A row with ids only is valid: whether the run can send it
+    depends on the backend's prompt_from (`PromptDataset.check_sendable`)."""
     from harness.data.hashing import sha256_file
     from harness.data.mlperf_llm import read_llm_dataset
 
     data = read_llm_dataset(name, path)
     prompts = []
-    for i, row in enumerate(data.rows):
-        if row.prompt is None and row.messages is None:
-            raise DatasetError(f"{path}: row {i} has token ids only (no text_input): the harness sends text prompts")
-        prompts.append(Prompt(row.prompt, row.messages, reference=row.reference, metric=row.metric, subset=row.dataset))
+    for row in data.rows:
+        prompts.append(Prompt(row.prompt, row.messages, reference=row.reference, metric=row.metric, subset=row.dataset,
+                              input_ids=row.input_ids))
     return PromptDataset(f"mlperf:{name}", prompts, {"path": str(path), "set": name, "sha256": sha256_file(path)})
 
 

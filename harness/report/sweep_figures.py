@@ -22,7 +22,7 @@ def ms(v: float | None) -> str:
 ROLE_LABEL = {"pilot": "pilot", "try": "", "point": ""}  # a search's rows are all tries but one
 
 
-def _value_columns(data: dict[str, Any]) -> list[str]:
+def value_columns(data: dict[str, Any]) -> list[str]:
     """The axes' names: each point's values under them (a capacity search varies target_qps)."""
     return [a["name"] for a in data.get("axes") or []] or ["target_qps"]
 
@@ -34,14 +34,15 @@ def has_tokens(data: dict[str, Any]) -> bool:
 def points_table(data: dict[str, Any], attainment: float | None = None) -> Table:
     """One row per run: axis values, target and completed rates, latency, success, queue
     share, and the verdict (VALID/INVALID, or pass/fail for a capacity try)."""
-    names = _value_columns(data)
+    names = value_columns(data)
     tokens = has_tokens(data)
     # a token sweep trades p50 for TTFT and TPOT p99: the row must still fit 80 columns
     header = ["#", *names, "done/s", *([] if tokens else ["p50 ms"]), "p99 ms"]
     header += ["TTFT p99", "TPOT p99"] if tokens else []
     # the client-side queue share says something only where requests waited in the client
     queued = any((p.get("queue_share") or 0) >= 0.005 for p in data["points"] if p.get("role") != "pilot")
-    header += ["ok %", *(["queue"] if queued else []), "verdict"]
+    accuracy = shows_accuracy(data)
+    header += ["ok %", *([accuracy_header(data)] if accuracy else []), *(["queue"] if queued else []), "verdict"]
     rows = []
     for p in data["points"]:
         m = p.get("metrics") or {}
@@ -58,11 +59,78 @@ def points_table(data: dict[str, Any], attainment: float | None = None) -> Table
             cells += ["—", "—"] if pilot else [ms(m.get("ttft_p99")), ms(m.get("tpot_p99"))]
         ok = m.get("success_rate")
         cells.append("—" if ok is None else "100" if ok == 100 else f"{ok:.1f}")
+        if accuracy:
+            cells.append("—" if pilot else accuracy_cell(p, data))
         if queued:
             cells.append("—" if p.get("queue_share") is None else f"{p['queue_share']:.0%}")
         cells.append(_verdict_cell(p, data, attainment))
         rows.append(cells)
     return header, rows
+
+
+def shows_accuracy(data: dict[str, Any]) -> bool:
+    """The accuracy column: asked for (`sweep --accuracy`), or some point's answers were scored
+    or should have been (a dataset with references is scored whether asked or not)."""
+    return bool(data.get("accuracy")) or any(
+        p.get("text_accuracy") or p.get("text_accuracy_not_scored") for p in data["points"]
+    )
+
+
+def accuracy_header(data: dict[str, Any]) -> str:
+    """The points' headline figure, with the answers' count when every scored point has the
+    same (else each cell gives its own); the ± is explained under the table (`accuracy_notes`)."""
+    n = _answer_counts(data)
+    return f"{_figure_name(data)} n={n.pop()}" if len(n) == 1 else f"{_figure_name(data)} (n)"
+
+
+def _figure_name(data: dict[str, Any]) -> str:
+    """rouge1 or exact match (in %), as points.py names the headline; "accuracy" when the points differ."""
+    figures = {(p.get("text_accuracy") or {}).get("figure") for p in data["points"]} - {None}
+    return {"rouge1": "rouge1", "accuracy": "exact %"}.get(figures.pop(), "accuracy") if len(figures) == 1 else "accuracy"
+
+
+def _answer_counts(data: dict[str, Any]) -> set[Any]:
+    return {p["text_accuracy"].get("answers") for p in data["points"] if (p.get("text_accuracy") or {}).get("value") is not None}
+
+
+def accuracy_cell(p: dict[str, Any], data: dict[str, Any]) -> str:
+    """"93.3 ±5.1": the score and the half-width of its 95 % CI, then "(n)" answers unless the
+    header gives n; "not scored" when the answers could not be (the reason is a line under
+    the table: `accuracy_notes`)."""
+    if p.get("status") != "complete":
+        return "—"
+    acc = p.get("text_accuracy") or {}
+    value = acc.get("value")
+    if value is None:
+        return "not scored"
+    ci = acc.get("ci95")
+    half = "" if not ci else f"±{_tight((ci[1] - ci[0]) / 2)}"
+    n = "" if len(_answer_counts(data)) == 1 else f" ({acc.get('answers')})"
+    return f"{_tight(value)} {half}{n}" if half else f"{_tight(value)}{n}"
+
+
+def _tight(v: float) -> str:
+    """A percentage in at most 4 characters (100, 87.5, 5.1, 0): the column shares 80 with
+    the latency columns."""
+    return f"{v:.0f}" if abs(v) >= 99.95 else f"{v:.1f}".removesuffix(".0")
+
+
+def accuracy_notes(data: dict[str, Any]) -> list[str]:
+    """What the accuracy column holds, and why each point that shows "not scored" was not:
+    the scorer's error, no answer, or a dataset without references (which `sweep --accuracy`
+    refuses before a run)."""
+    if not shows_accuracy(data):
+        return []
+    out = []
+    if _answer_counts(data):
+        out.append(f"{_figure_name(data)}: the answers given at each point scored against the dataset's references "
+                   "(summary.json text_accuracy), ± the half-width of the 95% CI, over n answers")
+    for p in data["points"]:
+        if p.get("role") == "pilot" or p.get("status") != "complete" or (p.get("text_accuracy") or {}).get("value") is not None:
+            continue
+        why = p.get("text_accuracy_not_scored") or "the run's dataset has no reference answers"
+        out.append(f"point {p['index']}: answers not scored: {why}")
+    return out
 
 
 def _verdict_cell(p: dict[str, Any], data: dict[str, Any], attainment: float | None) -> str:

@@ -37,9 +37,9 @@ def _attainment(data: dict[str, Any]) -> float | None:
 
 
 def _lines(data: dict[str, Any]) -> list[str]:
-    """The capacity lines and the knee, as the terminal prints them."""
+    """Why points went unscored, the capacity lines and the knee, as the terminal prints them."""
     knee = sf.knee_line(data)
-    return sf.capacity_lines(data) + ([knee] if knee else [])
+    return sf.accuracy_notes(data) + sf.capacity_lines(data) + ([knee] if knee else [])
 
 
 def _runs(data: dict[str, Any]) -> Table:

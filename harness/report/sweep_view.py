@@ -17,10 +17,14 @@ from harness.report.terminal import rich_table
 def render_sweep(data: dict[str, Any], out: Console, sweep_dir: Path) -> None:
     attainment = ((data.get("capacity") or {}).get("settings") or {}).get("attainment")
     title = f"{data['kind']} · {data['backend']} · {data['scenario']} · {data['state']}"
-    out.print(rich_table(title, sf.points_table(data, attainment)))
+    # Short axis values (a concurrency, a rate) and their names are never cut: rich narrows the
+    # figures' columns instead. Long ones (a model's path) may wrap, or the verdict is squeezed out.
+    names = sf.value_columns(data)
+    short = all(len(str(v)) <= 16 for p in data["points"] for v in [*names, *(p.get("values") or {}).values()])
+    out.print(rich_table(title, sf.points_table(data, attainment), keep=1 + len(names) if short else 1))
     width = max(out.width - 1, 40)
     knee = sf.knee_line(data)
-    for line in [*sf.capacity_lines(data), *([knee] if knee else [])]:
+    for line in [*sf.accuracy_notes(data), *sf.capacity_lines(data), *([knee] if knee else [])]:
         out.print(escape(textwrap.fill(line, width=width, initial_indent="  ", subsequent_indent="    ")), highlight=False)
     # the diagnosis: one finding each, wrapped under its bullet so it reads in 80 columns
     for f in diagnose(data):

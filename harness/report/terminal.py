@@ -17,11 +17,13 @@ from harness.report import figures as fig
 _COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
 
 
-def rich_table(title: str, spec: fig.Table) -> Table:
+def rich_table(title: str, spec: fig.Table, keep: int = 1) -> Table:
+    """`keep`: the leading columns that name a row (its label, a sweep's axis values) are never
+    wrapped nor cut; rich takes the width a narrow terminal lacks from the others."""
     header, rows = spec
     table = Table(title=title, title_justify="left", title_style="bold", header_style="dim", box=None, pad_edge=False)
     for i, (h, right) in enumerate(zip(header, fig.numeric_columns(spec))):
-        table.add_column(h, justify="right" if right else "left", no_wrap=i == 0)
+        table.add_column(h, justify="right" if right else "left", no_wrap=i < keep)
     for row in rows:
         table.add_row(*row)
     return table

@@ -178,6 +178,9 @@ class SweepSpec:
     axes: list[Axis] = field(default_factory=list)
     zipped: bool = False
     search: dict[str, Any] | None = None  # harness.run.capacity's settings
+    #: `--accuracy`: the dataset must carry references (checked before any point runs), and
+    #: the table shows each point's text accuracy
+    accuracy: bool = False
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(
@@ -187,6 +190,7 @@ class SweepSpec:
                 "axes": [a.to_json() for a in self.axes],
                 "zip": self.zipped,
                 "search": self.search,
+                "accuracy": self.accuracy,
                 "base": self.base.model_dump(mode="json"),
             },
             sort_keys=False,
@@ -201,7 +205,7 @@ class SweepSpec:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
             base = RunConfig(**data["base"])
             axes = [Axis(str(a["name"]), tuple(str(v) for v in a["values"])) for a in data.get("axes") or []]
-            return cls(str(data["kind"]), base, axes, bool(data.get("zip")), data.get("search"))
+            return cls(str(data["kind"]), base, axes, bool(data.get("zip")), data.get("search"), bool(data.get("accuracy")))
         except (yaml.YAMLError, KeyError, TypeError, ValueError) as e:
             raise ResultsError(f"{path} is damaged: {str(e).splitlines()[0]}") from e
 
@@ -251,9 +255,30 @@ def check_axes(spec: SweepSpec) -> None:
         if "auto" in a.values and (a.name != "target_qps" or len(spec.axes) > 1 or len(a.values) > 1):
             raise ConfigError("--vary target_qps=auto is a sweep of its own: give it alone, with no other axis or value")
     strategy = spec.strategy()
+    configs = [spec.base]
     if isinstance(strategy, Grid):
-        for i, values in enumerate(strategy.points):
-            point_config(spec.base, values, i, "sweep base")
+        configs = [point_config(spec.base, values, i, "sweep base") for i, values in enumerate(strategy.points)]
+    if spec.accuracy:
+        for dataset in dict.fromkeys(c.dataset for c in configs):
+            check_references(dataset)
+
+
+def check_references(dataset: str) -> None:
+    """`--accuracy` on a dataset without reference answers would score no point: refused
+    before the first run. MLPerf's files always carry them (their readers require them);
+    a JSONL prompt file has them when its rows have `answer`; generated and ShareGPT sets never."""
+    spec = parse_dataset_spec(dataset)
+    if spec.kind == "mlperf":
+        return
+    if spec.kind in ("jsonl", "npy") and spec.path is not None and spec.path.suffix == ".jsonl":
+        from harness.data.prompts import load_jsonl
+
+        if load_jsonl(spec.path).references() is not None:
+            return
+    raise ConfigError(
+        f"--accuracy: dataset {dataset} carries no reference answers, so no point would be scored: "
+        "use a JSONL prompt file whose rows have an `answer` (and optionally a `metric`), or mlperf:SET:PATH"
+    )
 
 
 @dataclass(frozen=True)
@@ -333,6 +358,7 @@ def _write(sweep_dir: Path, spec: SweepSpec, entries: list[dict[str, Any]], stat
         "backend": spec.base.backend,
         "axes": [a.to_json() for a in spec.axes],
         "zip": spec.zipped,
+        "accuracy": spec.accuracy,
         "state": state,
         "points": ordered,
         "knee": by_load[k]["index"] if k is not None else None,

@@ -131,3 +131,62 @@ def test_a_sweep_shows_where_answers_degrade_and_the_diagnosis_names_it(tmp_path
     from harness.report.sweep_plots import sweep_plots
 
     assert "answers' accuracy vs load" in [title for title, _ in sweep_plots(result)]
+
+
+def _sweep_cli(*args: str) -> object:
+    return CliRunner().invoke(cli, ["sweep", "--backend", "http", "--scenario", "Offline",
+                                    "--set", "min_query_count=24", "--set", "min_duration_s=0.1", *args])
+
+
+def test_sweep_accuracy_shows_each_points_score_in_its_table(tmp_path):
+    """`harness sweep --accuracy` against a server that cuts answers while more than 2 requests
+    are open: the table, at 80 columns, gives each point its summary.json score, CI and n."""
+    from rich.console import Console
+
+    from harness.report.sweep_view import render_sweep
+
+    data = tmp_path / "qa.jsonl"
+    rows = [{"prompt": f"question {i}", "answer": f"the answer is number {i}"} for i in range(6)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    app = openai_app(Timing(tpot_ms=5), answers={r["prompt"]: r["answer"] for r in rows}, truncate_above=2, truncate_words=2)
+    with ServerThread(app) as srv:
+        res = _sweep_cli("--set", "protocol=openai-completions", "--set", f"url={srv.url}/v1", "--dataset", str(data),
+                         "--vary", "concurrency=1,4", "--accuracy", "--output-dir", str(tmp_path / "results"))
+    assert res.exit_code == 0, res.output
+    (sweep_dir,) = (tmp_path / "results").iterdir()
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    assert sweep["accuracy"] is True and "accuracy: true" in (sweep_dir / "sweep.yaml").read_text()  # --resume keeps it
+    from harness.report.sweep_figures import points_table
+
+    header, rows = points_table(sweep)
+    column = header.index(next(h for h in header if h.startswith("exact %")))
+    for p, row in zip(sorted(sweep["points"], key=lambda p: p["index"]), rows, strict=True):
+        exact = json.loads((sweep_dir / p["run"] / "summary.json").read_text())["text_accuracy"]["exact_match"]
+        value, half = row[column].split(" ±")
+        assert float(value) == pytest.approx(exact["exact_match"], abs=0.05), (row, exact)
+        assert float(half) == pytest.approx((exact["ci95"][1] - exact["ci95"][0]) / 2, abs=0.05), (row, exact)
+        assert header[column] == f"exact % n={exact['samples']}"  # every point scored the same count
+    assert [r[column].split(" ±")[0] for r in rows][0] == "100" and rows[1][column] != rows[0][column]
+    console = Console(width=80, record=True)
+    render_sweep(sweep, console, sweep_dir)
+    text = console.export_text()
+    assert all(len(line) <= 80 for line in text.splitlines()) and "…" not in text, text  # nothing cut
+    assert "concurrency" in text and "exact %" in text and "± the half-width of the 95% CI" in text
+    for row in rows:  # the cell's two parts, wrapped or not, in the terminal and in the CLI's output
+        for part in row[column].split(" "):
+            assert part in text and part in res.stdout, (part, text)
+
+
+def test_sweep_accuracy_refuses_a_dataset_without_references_before_any_run(tmp_path):
+    from harness.errors import EXIT_USAGE
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(json.dumps({"prompt": "hello"}) + "\n")
+    res = _sweep_cli("--set", "protocol=openai-completions", "--set", "url=http://127.0.0.1:9/v1",
+                     "--set", "check_server=false", "--dataset", str(data), "--vary", "concurrency=1,4",
+                     "--accuracy", "--output-dir", str(tmp_path / "results"))
+    assert res.exit_code == EXIT_USAGE, res.output
+    msg = res.stderr.strip()
+    assert "\n" not in msg and f"dataset jsonl:{data} carries no reference answers" in msg
+    assert "`answer`" in msg and "mlperf:SET:PATH" in msg
+    assert not (tmp_path / "results").exists()  # no sweep folder, no point run

@@ -154,3 +154,49 @@ def test_accuracy_mode_logs_the_ids_the_model_generated(run_harness, tiny_llm, t
     acc = s["text_accuracy"]
     assert acc["decoded_with"] == str(tiny_llm) and acc["answers"] == 3 and acc["rouge"]["gen_num"] == 3
     assert acc["rouge"]["tokens_per_sample"] == 5.0
+
+
+def test_prompt_from_ids_runs_the_dataset_ids_as_they_are(run_harness, tiny_llm, tmp_path):
+    """prompt_from=ids: a cnn_eval.json row's tok_input is the model's input, untokenized
+    (greedy: transformers' generate on the same ids gives the same answer), counted as
+    len(ids); an id beyond the vocabulary is one error, before the test."""
+    import pandas as pd
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.errors import DatasetError
+
+    ids = [[1, 504, 2210, 30], [1, 77, 88]]
+    data = tmp_path / "cnn_eval.json"
+    pd.DataFrame({"input": ["ignored text a", "ignored text b"], "tok_input": ids,
+                  "output": ["a", "b"]}).to_json(data)
+    run_dir, s = run_harness(
+        backend="pytorch-llm", model=str(tiny_llm), scenario="Offline", max_batch=1, mode="AccuracyOnly",
+        dataset=f"mlperf:llama3.1-8b:{data}", backend_options={"ignore_eos": True, "max_tokens": 4, "prompt_from": "ids"},
+    )
+    log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    import numpy as np
+
+    logged = {e["qsl_idx"]: np.frombuffer(bytes.fromhex(e["data"]), dtype="<i4").tolist() for e in log}
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_llm), local_files_only=True).eval()
+    for i, row in enumerate(ids):
+        with torch.inference_mode():
+            out = model.generate(torch.tensor([row]), max_new_tokens=4, min_new_tokens=4, do_sample=False)
+        assert logged[i] == out[0, len(row):].tolist(), i
+    entries = [json.loads(line) for line in (run_dir / "tokens.jsonl").read_text().splitlines()]
+    assert {e["sample_index"]: e["input_tokens"] for e in entries} == {0: 4, 1: 3}
+    assert s["tokens"]["input_token_count_source"] == {"the dataset's token ids": 2}
+    pd.DataFrame({"input": ["x"], "tok_input": [[1, 10**7]], "output": ["a"]}).to_json(data)
+    with pytest.raises(DatasetError, match=r"token id 10000000 is outside the model's vocabulary"):
+        run_harness(backend="pytorch-llm", model=str(tiny_llm), scenario="Offline", dataset=f"mlperf:llama3.1-8b:{data}",
+                    backend_options={"prompt_from": "ids"})
+
+
+def test_prompt_from_ids_cannot_take_a_chat_template():
+    from harness.config.run_config import RunConfig
+    from harness.errors import ConfigError
+    from harness.run.runner import resolve
+
+    cfg = RunConfig(backend="pytorch-llm", model="unused", dataset="synthetic", backend_options={"prompt_from": "ids", "chat": True})
+    with pytest.raises(ConfigError, match="no chat template can wrap them; set chat=false or prompt_from=text"):
+        resolve(cfg)

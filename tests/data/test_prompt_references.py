@@ -32,6 +32,8 @@ def test_cnn_eval_rows_are_prompts_with_rouge_references(tmp_path):
                                {"reference": "ref b", "metric": "rouge", "subset": None}]
     d = ds.describe()
     assert d["sha256"] == sha256_file(path) and d["set"] == "llama3.1-8b" and d["with_reference"] == 2
+    # each row keeps its tok_input, for prompt_from=ids
+    assert [p.input_ids for p in ds.prompts] == [(1, 2, 3), (1, 2, 4)] and d["with_token_ids"] == 2
 
 
 def test_mlperf_spec_round_trips_and_names_its_sets(tmp_path):
@@ -70,7 +72,7 @@ def test_a_row_without_a_reference_is_one_line_naming_it(tmp_path):
 
 
 def test_prompts_without_references_keep_their_fingerprint():
-    """Adding the reference fields changed no existing dataset's fingerprint (repro checks)."""
+    """Adding the reference fields (and the token ids) changed no existing dataset's fingerprint (repro checks)."""
     ds = build_prompt_dataset("synthetic:isl=8,osl=4,n=3", seed=0)
     assert ds.references() is None
     import hashlib
@@ -78,6 +80,6 @@ def test_prompts_without_references_keep_their_fingerprint():
 
     h = hashlib.sha256()
     for p in ds.prompts:
-        row = {k: v for k, v in asdict(p).items() if k not in ("reference", "metric", "subset")}
+        row = {k: v for k, v in asdict(p).items() if k not in ("reference", "metric", "subset", "input_ids")}
         h.update(json.dumps(row, sort_keys=True).encode())
     assert ds.fingerprint() == h.hexdigest()

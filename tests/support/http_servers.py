@@ -144,7 +144,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                truncated: list[str] | None = None) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
     sent, as careless servers do: the harness must keep the key out of its records anyway.
-    With `received`, each request's prompt (a chat's last message) is appended, in order.
+    With `received`, each request's prompt (a chat's last message; a list of token ids as
+    sent) is appended, in order.
     With `written`, each streamed request appends the perf_counter_ns after each of its token
     chunks was written: what the server really did, when a busy machine made its pacing late.
     With `metrics`, GET /metrics serves what the server did (streamed successes only).
@@ -188,9 +189,12 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         arrived = time.perf_counter_ns()
         body = await request.json()
         chat = request.path.endswith("/chat/completions")
-        text = body["messages"][-1]["content"] if chat else body["prompt"]
+        prompt = body["messages"][-1]["content"] if chat else body["prompt"]
         if received is not None:
-            received.append(text)
+            received.append(prompt)
+        # a completions prompt of token ids (vLLM, llama.cpp): one word an id, so that
+        # usage.prompt_tokens is the number of ids
+        text = prompt if isinstance(prompt, str) else " ".join(str(i) for i in prompt)
         behaviour = next((b for b in BEHAVIOURS if b in text), "@ok")
         n = int(body.get("max_tokens") or timing.tokens)
         pieces: list[str] | None = None
