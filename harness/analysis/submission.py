@@ -182,7 +182,7 @@ def _compliance_rules(name: str, benchmark: str, scenario: str, modes: dict[str,
             passed, files = compliance_files(audit, perf[0], acc[0] if len(acc) == 1 else None)
             if not passed:
                 why = next(line for text in files.values() if isinstance(text, str)
-                           for line in text.splitlines() if line.startswith("TEST FAIL"))
+                           for line in text.splitlines() if line.startswith(("TEST FAIL", "TEST06 verification failed")))
                 broken.append(f"{name}: {test} fails against the submitted runs: {why}")
     return broken
 
