@@ -140,6 +140,7 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
     # differ by chance far more than the 10 % the audit allows.
     config, sizing = size_offline(config, registry.get(config.backend).kind)
     ref = runner.run(config, audit_dir / "reference")
+    rates = [ref.summary["harness"].get("throughput_per_s")]  # each reference try's samples/s
     for _ in range(_RESIZES):
         # A pilot is short: a faster timed run than it measured (499,000 samples/s against a
         # 360,000 hint, seen) ends before min_duration, INVALID, and TEST04 cannot be judged.
@@ -153,6 +154,7 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
         config = config.model_copy(update={"offline_expected_qps": float(round(rate * FIX_MARGIN))})
         sizing = {**(sizing or {}), "resized_from_reference": config.offline_expected_qps}
         ref = runner.run(config, audit_dir / "reference")
+        rates.append(ref.summary["harness"].get("throughput_per_s"))
     aud = runner.run(config, audit_dir / "audit", audit_config=TEST04_CONFIG)
     name, ref_v, higher = _speed_figure(ref.summary)
     _, aud_v, _ = _speed_figure(aud.summary)
@@ -161,14 +163,31 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
                                "max_speedup": TEST04_MAX_SPEEDUP[config.scenario], "sizing": sizing,
                                "reference_validity": ref.summary["validity"]["result"],
                                "audit_validity": aud.summary["validity"]["result"]}
+    if len(rates) > 1:
+        figures["reference_rates"] = rates
+    limit = TEST04_MAX_SPEEDUP[config.scenario]
     refusal = _cannot_judge(ref.summary, aud.summary)
+    speedup = None
+    if ref_v and aud_v and aud.summary["status"] == "complete":
+        speedup = aud_v / ref_v - 1 if higher else ref_v / aud_v - 1
+    accelerating = _accelerating(rates, limit)
+    if refusal and speedup is not None and speedup > limit and accelerating and _short_only(ref.summary):
+        # A caching SUT defeats the resize: every larger reference repeats more samples, runs
+        # faster and ends early again (1,400 -> 6,310 -> 19,900 samples/s, seen). Its rate rising
+        # with its query size is itself what TEST04 looks for, and the audit run, one sample
+        # repeated, is faster still: judged FAIL. Never PASS from an INVALID reference.
+        figures["speedup"] = speedup
+        figures["judged_on_short_reference"] = True
+        return AuditResult("TEST04", False, audit_dir, figures, (
+            f"TEST04 FAIL: speed-up when LoadGen repeats one sample {speedup:+.1%} ({name} {ref_v:,.4g} → {aud_v:,.4g}); "
+            f"the limit is +{limit:.0%}. The reference stayed too short (INVALID) because the SUT got faster as its "
+            f"query grew and repeated more samples ({' → '.join(f'{r:,.4g}' for r in rates)} samples/s): "
+            "the SUT answers repeated samples from a cache"))
     if refusal:
         return AuditResult("TEST04", False, audit_dir, figures, f"TEST04 not judged: {refusal}", conclusive=False)
-    if ref_v is None or aud_v is None or not ref_v or not aud_v:
+    if speedup is None:
         return AuditResult("TEST04", False, audit_dir, figures, f"no {name} in one of the runs: cannot judge")
-    speedup = aud_v / ref_v - 1 if higher else ref_v / aud_v - 1
     figures["speedup"] = speedup
-    limit = TEST04_MAX_SPEEDUP[config.scenario]
     passed = speedup <= limit
     verdict = "PASS" if passed else "FAIL"
     message = (
@@ -177,6 +196,21 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
         + ("" if passed else ": the SUT answers repeated samples from a cache")
     )
     return AuditResult("TEST04", passed, audit_dir, figures, message)
+
+
+def _accelerating(rates: list[float | None], limit: float) -> bool:
+    """Each resized reference, asked for more samples, ran faster than the last by more than
+    TEST04 allows: an honest SUT's rate does not depend on the size of its query."""
+    if len(rates) < 2 or any(not r for r in rates):
+        return False
+    return all(b / a - 1 > limit for a, b in zip(rates, rates[1:]))
+
+
+def _short_only(reference: dict[str, Any]) -> bool:
+    """The reference finished and is INVALID only for ending before min_duration."""
+    v = reference["validity"]
+    return (reference["status"] == "complete" and v.get("min_duration_met") is False
+            and all(v.get(k) is not False for k in ("min_queries_met", "perf_constraints_met", "early_stopping_met")))
 
 
 def _cannot_judge(reference: dict[str, Any], audit: dict[str, Any]) -> str | None:
