@@ -1,7 +1,8 @@
-"""A submission's compliance folders (closed division): TEST01 and TEST04 beside each result.
+"""A submission's compliance folders (closed division): TEST01, TEST04, TEST06 beside each result.
 
     <Scenario>/TEST01/verify_accuracy.txt  verify_performance.txt  performance/run_1/{summary, detail}
     <Scenario>/TEST04/verify_performance.txt  performance/run_1/{summary, detail}
+    <Scenario>/TEST06/verify_accuracy.txt  accuracy/mlperf_log_accuracy.json
 
 The audit runs come from `harness audit` folders (harness.run.audit). The verify files are
 judged here at export time, as MLCommons' compliance scripts judge them
@@ -19,6 +20,8 @@ their thresholds, and with their "TEST PASS" / "TEST FAIL" lines, which the chec
 - TEST04 performance: one-sided, the audit (one sample repeated) scores under the
   submitted run's x (1 + t), t = 10 %, and 20 % for SingleStream/MultiStream (their score
   is 1e9 / the latency in ns, always under the scripts' 200,000 / 1,600,000 cut); both VALID.
+- TEST06 (LLMs): the audit run's logged answers, first token, EOS and length
+  (`verify_test06`, compliance/TEST06/run_verification.py).
 """
 
 from __future__ import annotations
@@ -129,9 +132,94 @@ def verify_accuracy(accuracy_run: RunData, audit: RunData) -> tuple[bool, str]:
     return passed, "\n".join(lines) + "\n"
 
 
+#: compliance/TEST06/run_verification.py's --eos_token_id is "the EOS token id of the
+#: tokenizer", default 2 (Llama 2's); these are the benchmarks' tokenizers' eos_token_id
+#: (Llama 3.1 Instruct: <|eot_id|>; DeepSeek-R1: <｜end▁of▁sentence｜>; Llama 2, Mixtral: </s>)
+TEST06_EOS = {"llama2-70b": 2, "mixtral-8x7b": 2, "llama3.1-8b": 128009, "llama3.1-405b": 128009, "deepseek-r1": 1}
+TEST06_DEFAULT_EOS = 2  # the script's default
+
+
+def eos_token_id_for(benchmark: str) -> tuple[int, str]:
+    """(EOS id, where it came from) for a benchmark name (its -99, -edge, -interactive forms too)."""
+    for prefix, eos in TEST06_EOS.items():
+        if benchmark.startswith(prefix):
+            return eos, f"{prefix}'s tokenizer"
+    return TEST06_DEFAULT_EOS, "run_verification.py's default"
+
+
+def _ids(hex_data: str, dtype: np.dtype) -> np.ndarray:
+    return np.frombuffer(bytes.fromhex(hex_data), dtype=dtype)
+
+
+def _eos_ok(data: np.ndarray, eos: int) -> bool:
+    """eos_check of one sample, as the script walks it: from the last id back, stopping at the
+    first that is not EOS, two EOS fail; index 0 is never looked at (`while i > 0`)."""
+    i, n = data.shape[0] - 1, 0
+    while i > 0:
+        if data[i] == eos:
+            n += 1
+        if n >= 2:
+            return False
+        if data[i] != eos:
+            break
+        i -= 1
+    return True
+
+
+def verify_test06(entries: list[dict[str, Any]], scenario: str, eos: int, dtype: str = "int32") -> tuple[bool, dict[str, Any], str]:
+    """(passed, figures, verify_accuracy.txt) of TEST06's audit-run accuracy log, as
+    compliance/TEST06/run_verification.py judges it (mlcommons/inference b66003e1):
+
+    - first token (not Offline): each entry's `token_data` (what FirstTokenComplete got)
+      equals `data` over their common length; an entry without token_data fails (the
+      script's "Unexpected error").
+    - EOS: no answer ends with two or more EOS ids.
+    - sample length: `token_count` (the n_tokens LoadGen got) equals the ids logged.
+
+    The script stops at the first failing sample; the figures count every one. The file
+    holds the script's lines, which the checker reads (compliance_check.py, TEST06), then
+    one line of how the harness judged."""
+    dt = np.dtype(dtype)
+    first_bad = eos_bad = len_bad = 0
+    offline = scenario == "Offline"
+    for e in entries:
+        data = _ids(e["data"], dt)
+        if not offline:
+            token = e.get("token_data")
+            first = _ids(token, dt) if isinstance(token, str) else None
+            if first is None or any(a != b for a, b in zip(data, first)):
+                first_bad += 1
+        if not _eos_ok(data, eos):
+            eos_bad += 1
+        if "token_count" not in e or len(data) != int(e["token_count"]):
+            len_bad += 1
+    first_ok, eos_ok, len_ok = first_bad == 0, eos_bad == 0, len_bad == 0
+    passed = first_ok and eos_ok and len_ok
+    figures = {"entries": len(entries), "first_token_mismatches": None if offline else first_bad,
+               "eos_repeated": eos_bad, "length_mismatches": len_bad, "eos_token_id": eos, "dtype": dtype}
+    lines = [f"First token check pass: {'Skipped' if offline else first_ok}", f"EOS check pass: {eos_ok}",
+             f"Sample length check pass: {len_ok}",
+             "TEST06 verification complete" if passed else "TEST06 verification failed",
+             f"(harness: TEST06 as compliance/TEST06/run_verification.py judges it; {len(entries)} logged entries, "
+             f"EOS id {eos}, dtype {dtype}; failing samples: first token {'-' if offline else first_bad}, "
+             f"repeated EOS {eos_bad}, length {len_bad})"]
+    if not entries:  # the script passes an empty log; nothing was checked, so the harness does not
+        passed = False
+        lines[3] = "TEST06 verification failed"
+        lines.append("(harness: the audit run logged no outputs: nothing to verify)")
+    return passed, figures, "\n".join(lines) + "\n"
+
+
 def compliance_files(audit: Audit, submitted: RunData, accuracy_run: RunData | None) -> tuple[bool, dict[str, Any]]:
     """(every verify passed, {relative path under <Scenario>/: text or a source Path})."""
     base = audit.test
+    if base == "TEST06":  # no performance check: verify_accuracy.txt and the log it judged
+        benchmark, scenario = audit.key
+        eos = (json.loads((audit.folder / AUDIT_JSON).read_text()).get("figures") or {}).get("eos_token_id")
+        eos = eos_token_id_for(benchmark)[0] if eos is None else int(eos)  # the audit's own, as it judged
+        passed, _, text = verify_test06(read_accuracy_log(audit.run.run_dir), scenario, eos)
+        return passed, {f"{base}/verify_accuracy.txt": text,
+                        f"{base}/accuracy/{folder.LOADGEN_ACCURACY}": audit.run.run_dir / folder.LOADGEN_ACCURACY}
     files: dict[str, Any] = {f"{base}/performance/run_1/{name}": audit.run.run_dir / name
                              for name in (folder.LOADGEN_SUMMARY, folder.LOADGEN_DETAIL)}
     passed, text = verify_performance(audit.test, submitted, audit.run)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analysis import llm_accuracy_txt
 from harness.analysis.check import check_run
 from harness.analysis.compliance import Audit, compliance_files, is_audit_folder, load_audit
 from harness.analysis.run_data import RunData, load_run
@@ -42,8 +43,9 @@ from harness.analysis.submission_rules import (
     truncate_accuracy_log,
 )
 from harness.config.run_config import read_yaml
-from harness.errors import ConfigError, OutputError, SubmissionRefused
+from harness.errors import ConfigError, HarnessError, OutputError, SubmissionRefused
 from harness.results import folder
+from harness.results.text_accuracy import score_folder
 
 __all__ = ["official_settings", "write_submission", "broken_rules", "system_description", "system_template"]
 
@@ -180,7 +182,7 @@ def _compliance_rules(name: str, benchmark: str, scenario: str, modes: dict[str,
             passed, files = compliance_files(audit, perf[0], acc[0] if len(acc) == 1 else None)
             if not passed:
                 why = next(line for text in files.values() if isinstance(text, str)
-                           for line in text.splitlines() if line.startswith("TEST FAIL"))
+                           for line in text.splitlines() if line.startswith(("TEST FAIL", "TEST06 verification failed")))
                 broken.append(f"{name}: {test} fails against the submitted runs: {why}")
     return broken
 
@@ -375,10 +377,27 @@ def _measurements(r: RunData, user: dict[str, Any]) -> dict[str, Any]:
 
 
 def _accuracy_txt(r: RunData, digest: str) -> str:
+    llm = _llm_section(r)
+    if llm is not None:  # an LLM accuracy run: its evaluation script's printed form
+        return llm_accuracy_txt.accuracy_txt(llm, r.config["benchmark"], digest)
     acc = r.summary.get("accuracy") or {}
     line = accuracy_line(acc.get("metric"), acc.get("value"), acc.get("correct"), acc.get("scored_samples"),
                          r.config["benchmark"])
     return f"{line}\nhash={digest}\n"
+
+
+def _llm_section(r: RunData) -> dict[str, Any] | None:
+    """summary.json's text_accuracy; recomputed from the folder when the summary holds an
+    error (a tokenizer since restored); None for a run without references."""
+    section = r.summary.get("text_accuracy")
+    if llm_accuracy_txt.is_llm_section(section):
+        return section
+    if section is None and not (r.run_dir / folder.REFERENCES).is_file():
+        return None
+    try:
+        return score_folder(r.run_dir)
+    except HarnessError as e:  # written as the reason: the checker then finds no figure and says so
+        return {"error": str(e)}
 
 
 def write_submission(run_dirs: list[Path], org: str, division: str, system_desc: Path, out: Path,

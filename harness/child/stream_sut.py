@@ -299,7 +299,7 @@ class StreamingSUT:
                             if not first_token:
                                 first_token = t
                                 if self.first_token_calls:
-                                    self._out.first(qid, self._first_ids(chunk) if ids is not None else chunk.text)
+                                    self._out.first(qid, self._first_ids(chunk, ids) if ids is not None else chunk.text)
                             times.append(t)
                             counts.append(chunk.n_tokens)
                             texts.append(chunk.text)
@@ -408,12 +408,19 @@ class StreamingSUT:
             with contextlib.suppress(Exception):
                 await stream.aclose()
 
-    def _first_ids(self, chunk: Any) -> np.ndarray:
+    def _first_ids(self, chunk: Any, before: list[int]) -> np.ndarray:
         """The first token's data in accuracy mode, as MLCommons' reference SUTs send it to
         FirstTokenComplete (LoadGen logs it as `token_data`): the first chunk's ids, int32;
-        the tokenizer's ids of its text when it carried none; none when neither works."""
+        the tokenizer's ids of its text when it carried none; none when neither works.
+
+        Ids that came before any text (`before`: a server may send a token's ids first and
+        its text later, as vLLM does while a UTF-8 character is incomplete) lead them: the
+        first token logged is then the answer's first id, which TEST06 checks
+        (compliance/TEST06/run_verification.py first_token_check, mlcommons/inference b66003e1)."""
         ids = chunk.token_ids
-        if not ids and self.backend.tokenize_output is not None and chunk.text:
+        if before:
+            ids = [*before, *(ids or ())]
+        elif not ids and self.backend.tokenize_output is not None and chunk.text:
             try:
                 ids = self.backend.tokenize_output(chunk.text)
             except Exception:  # noqa: BLE001 - the backend's tokenizer: the first token logs no data

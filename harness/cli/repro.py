@@ -181,25 +181,27 @@ def system_desc(run_dirs: tuple[Path, ...], output: Path) -> None:
     console.print(f"wrote {output}: fill the fields marked required, then pass it to --system-desc", highlight=False)
 
 
-@click.command(short_help="LoadGen's compliance audit TEST01 or TEST04 of a run config.")
-@click.argument("test", type=click.Choice(["TEST01", "TEST04"]))
+@click.command(short_help="LoadGen's compliance audit TEST01, TEST04 or TEST06 of a run config.")
+@click.argument("test", type=click.Choice(["TEST01", "TEST04", "TEST06"]))
 @config_options
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 @click.option("--sampling-target", type=click.IntRange(min=1), default=64, show_default=True,
               help="TEST01: outputs LoadGen logs in the performance run")
+@click.option("--eos-token-id", type=click.IntRange(min=0), default=None,
+              help="TEST06: the tokenizer's EOS id [default: the benchmark's, else 2 as run_verification.py]")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def audit(test: str, config_file: Path | None, overrides: tuple[str, ...], weights: Path | None,
-          mlperf_conf: Path | None, user_conf: Path | None, output_dir: Path, sampling_target: int, as_json: bool,
-          **cli_values: Any) -> None:
-    """Run LoadGen's compliance audit TEST01 or TEST04 on a run config (the options of `harness
+          mlperf_conf: Path | None, user_conf: Path | None, output_dir: Path, sampling_target: int,
+          eos_token_id: int | None, as_json: bool, **cli_values: Any) -> None:
+    """Run LoadGen's compliance audit TEST01, TEST04 or TEST06 on a run config (the options of `harness
     run`); exit 0 pass, 1 fail, 3 not judged. Its folder goes to `harness submission` for the
     closed division's compliance folders."""
     from harness.config.run_config import RunConfig
     from harness.run.audit import run_audit
 
     config = build_run_config(config_file, overrides, weights, mlperf_conf, user_conf, **cli_values) or RunConfig()
-    result = run_audit(test, config, output_dir, sampling_target)
+    result = run_audit(test, config, output_dir, sampling_target, eos_token_id)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -1,4 +1,4 @@
-"""`harness audit TEST01|TEST04`: LoadGen's compliance audits, run and judged here.
+"""`harness audit TEST01|TEST04|TEST06`: LoadGen's compliance audits, run and judged here.
 
 LoadGen reads `audit.config` beside its logs and lets it override the test settings;
 `harness.run.runner.run(..., audit_config=TEXT)` writes it before the child starts.
@@ -15,18 +15,28 @@ performance run in which LoadGen logs a seeded sample of outputs
 for the same sample; bit-for-bit, or within float tolerance (batching may change the last
 bits), counted apart.
 
+TEST06 (LLMs: the answers LoadGen logs are consistent, no EOS exploit): one performance run
+with compliance/TEST06/audit.config (100 queries, about 100 answers logged; token latencies
+on, so LoadGen logs each answer's token_count and, outside Offline, the first token's data),
+judged as compliance/TEST06/run_verification.py does (harness.analysis.compliance.
+verify_test06): first token, EOS, sample length. Its verify_accuracy.txt is written in
+TEST06/, with the log it judged, as the script writes them.
+
     results/<stamp>-<name>-<scenario>-TEST04/  reference/<run>  audit/<run>  audit.json
+    results/<stamp>-<name>-<scenario>-TEST06/  audit/<run>  TEST06/verify_accuracy.txt  audit.json
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from harness.analysis.compliance import eos_token_id_for, verify_test06
 from harness.config import registry
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
@@ -36,7 +46,7 @@ from harness.results.loadgen_log import read_accuracy_log
 from harness.run import runner
 from harness.run.sizing import size_offline
 
-TESTS = ("TEST01", "TEST04")
+TESTS = ("TEST01", "TEST04", "TEST06")
 # compliance/TEST04/verify_performance.py: 10 %, and 20 % where the score is a rate made of
 # an early-stopping latency (SingleStream, MultiStream: its cut always applies there)
 TEST04_MAX_SPEEDUP = {"Offline": 0.10, "Server": 0.10, "SingleStream": 0.20, "MultiStream": 0.20}
@@ -48,6 +58,19 @@ TEST04_CONFIG = (
 )
 # MLPerf's TEST01 seed; the sampling target is per benchmark there, a parameter here.
 TEST01_SEED = 720381539243781796
+
+
+# compliance/TEST06/audit.config at mlcommons/inference b66003e1, its settings verbatim
+TEST06_CONFIG = (
+    "# TEST06: log about 100 answers of a performance run (mode 2) for the first token, EOS and length checks\n"
+    "*.*.mode = 2\n"
+    f"*.*.accuracy_log_rng_seed = {TEST01_SEED}\n"
+    "*.*.accuracy_log_sampling_target = 100\n"
+    "*.*.min_query_count = 100\n"
+    "*.*.min_duration = 0\n"
+    "# Turn off equal issue mode for TEST06\n"
+    "*.*.sample_concatenate_permutation = 0\n"
+)
 
 
 def test01_config(sampling_target: int) -> str:
@@ -75,12 +98,19 @@ class AuditResult:
                 "audit_dir": str(self.audit_dir), "figures": self.figures, "message": self.message}
 
 
-def run_audit(test: str, config: RunConfig, output_root: Path, sampling_target: int = 64) -> AuditResult:
+def run_audit(test: str, config: RunConfig, output_root: Path, sampling_target: int = 64,
+              eos_token_id: int | None = None) -> AuditResult:
+    """`eos_token_id`: TEST06's EOS id; None: the benchmark's tokenizer's (compliance.TEST06_EOS)."""
     if test not in TESTS:
         raise ConfigError(f"unknown audit {test!r}: use one of {', '.join(TESTS)}")
+    if test == "TEST06" and registry.get(config.backend).kind == "tensor":
+        raise ConfigError(f"TEST06 checks generated token ids: backend {config.backend!r} generates none "
+                          "(use an LLM backend: http, pytorch-llm, ...)")
     audit_dir = runner.new_results_dir(output_root, f"{config.name}-{config.scenario}-{test}")
     if test == "TEST04":
         result = _test04(config, audit_dir)
+    elif test == "TEST06":
+        result = _test06(config, audit_dir, eos_token_id)
     else:
         result = _test01(config, audit_dir, sampling_target)
     (audit_dir / folder.AUDIT).write_text(json.dumps(result.to_dict(), indent=2))
@@ -110,6 +140,7 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
     # differ by chance far more than the 10 % the audit allows.
     config, sizing = size_offline(config, registry.get(config.backend).kind)
     ref = runner.run(config, audit_dir / "reference")
+    rates = [ref.summary["harness"].get("throughput_per_s")]  # each reference try's samples/s
     for _ in range(_RESIZES):
         # A pilot is short: a faster timed run than it measured (499,000 samples/s against a
         # 360,000 hint, seen) ends before min_duration, INVALID, and TEST04 cannot be judged.
@@ -123,6 +154,7 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
         config = config.model_copy(update={"offline_expected_qps": float(round(rate * FIX_MARGIN))})
         sizing = {**(sizing or {}), "resized_from_reference": config.offline_expected_qps}
         ref = runner.run(config, audit_dir / "reference")
+        rates.append(ref.summary["harness"].get("throughput_per_s"))
     aud = runner.run(config, audit_dir / "audit", audit_config=TEST04_CONFIG)
     name, ref_v, higher = _speed_figure(ref.summary)
     _, aud_v, _ = _speed_figure(aud.summary)
@@ -131,14 +163,31 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
                                "max_speedup": TEST04_MAX_SPEEDUP[config.scenario], "sizing": sizing,
                                "reference_validity": ref.summary["validity"]["result"],
                                "audit_validity": aud.summary["validity"]["result"]}
+    if len(rates) > 1:
+        figures["reference_rates"] = rates
+    limit = TEST04_MAX_SPEEDUP[config.scenario]
     refusal = _cannot_judge(ref.summary, aud.summary)
+    speedup = None
+    if ref_v and aud_v and aud.summary["status"] == "complete":
+        speedup = aud_v / ref_v - 1 if higher else ref_v / aud_v - 1
+    accelerating = _accelerating(rates, limit)
+    if refusal and speedup is not None and speedup > limit and accelerating and _short_only(ref.summary):
+        # A caching SUT defeats the resize: every larger reference repeats more samples, runs
+        # faster and ends early again (1,400 -> 6,310 -> 19,900 samples/s, seen). Its rate rising
+        # with its query size is itself what TEST04 looks for, and the audit run, one sample
+        # repeated, is faster still: judged FAIL. Never PASS from an INVALID reference.
+        figures["speedup"] = speedup
+        figures["judged_on_short_reference"] = True
+        return AuditResult("TEST04", False, audit_dir, figures, (
+            f"TEST04 FAIL: speed-up when LoadGen repeats one sample {speedup:+.1%} ({name} {ref_v:,.4g} → {aud_v:,.4g}); "
+            f"the limit is +{limit:.0%}. The reference stayed too short (INVALID) because the SUT got faster as its "
+            f"query grew and repeated more samples ({' → '.join(f'{r:,.4g}' for r in rates)} samples/s): "
+            "the SUT answers repeated samples from a cache"))
     if refusal:
         return AuditResult("TEST04", False, audit_dir, figures, f"TEST04 not judged: {refusal}", conclusive=False)
-    if ref_v is None or aud_v is None or not ref_v or not aud_v:
+    if speedup is None:
         return AuditResult("TEST04", False, audit_dir, figures, f"no {name} in one of the runs: cannot judge")
-    speedup = aud_v / ref_v - 1 if higher else ref_v / aud_v - 1
     figures["speedup"] = speedup
-    limit = TEST04_MAX_SPEEDUP[config.scenario]
     passed = speedup <= limit
     verdict = "PASS" if passed else "FAIL"
     message = (
@@ -147,6 +196,21 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
         + ("" if passed else ": the SUT answers repeated samples from a cache")
     )
     return AuditResult("TEST04", passed, audit_dir, figures, message)
+
+
+def _accelerating(rates: list[float | None], limit: float) -> bool:
+    """Each resized reference, asked for more samples, ran faster than the last by more than
+    TEST04 allows: an honest SUT's rate does not depend on the size of its query."""
+    if len(rates) < 2 or any(not r for r in rates):
+        return False
+    return all(b / a - 1 > limit for a, b in zip(rates, rates[1:]))
+
+
+def _short_only(reference: dict[str, Any]) -> bool:
+    """The reference finished and is INVALID only for ending before min_duration."""
+    v = reference["validity"]
+    return (reference["status"] == "complete" and v.get("min_duration_met") is False
+            and all(v.get(k) is not False for k in ("min_queries_met", "perf_constraints_met", "early_stopping_met")))
 
 
 def _cannot_judge(reference: dict[str, Any], audit: dict[str, Any]) -> str | None:
@@ -162,6 +226,35 @@ def _cannot_judge(reference: dict[str, Any], audit: dict[str, Any]) -> str | Non
         fix = "; ".join(reference["validity"]["fixes"][:1])
         return f"the reference run is INVALID ({why}){': ' + fix if fix else ''}"
     return None
+
+
+def _test06(config: RunConfig, audit_dir: Path, eos_token_id: int | None) -> AuditResult:
+    # token latencies on: without them LoadGen logs no token_count (the length check) and
+    # takes no first token (the first-token check)
+    config = config.model_copy(update={"mode": "PerformanceOnly", "use_token_latencies": True})
+    aud = runner.run(config, audit_dir / "audit", audit_config=TEST06_CONFIG)
+    eos, eos_source = (eos_token_id, "given") if eos_token_id is not None else eos_token_id_for(config.benchmark)
+    entries = read_accuracy_log(aud.run_dir)
+    passed, figures, text = verify_test06(entries, config.scenario, eos)
+    figures.update(eos_source=eos_source, audit_run=str(aud.run_dir), audit_validity=aud.summary["validity"]["result"])
+    out = audit_dir / "TEST06"
+    (out / "accuracy").mkdir(parents=True, exist_ok=True)
+    folder.write_text(out / "verify_accuracy.txt", text)
+    if (aud.run_dir / folder.LOADGEN_ACCURACY).is_file():  # beside it, as run_verification.py copies it
+        shutil.copyfile(aud.run_dir / folder.LOADGEN_ACCURACY, out / "accuracy" / folder.LOADGEN_ACCURACY)
+    if aud.summary["status"] != "complete":
+        return AuditResult("TEST06", False, audit_dir, figures,
+                           f"TEST06 not judged: the audit run is incomplete ({aud.summary.get('incomplete_reason')})",
+                           conclusive=False)
+    checks = text.splitlines()[:3]
+    message = f"TEST06 {'PASS' if passed else 'FAIL'}: " + "; ".join(checks) + f" ({len(entries)} logged answers, EOS id {eos}"
+    if not passed:
+        failing = [f"{figures[k]} {what}" for k, what in (("first_token_mismatches", "with a first token that is not the answer's"),
+                                                          ("eos_repeated", "ending in repeated EOS"),
+                                                          ("length_mismatches", "whose token_count is not their length"))
+                   if figures.get(k)]
+        message += "; " + ", ".join(failing) if failing else ""
+    return AuditResult("TEST06", passed, audit_dir, figures, message + ")")
 
 
 def _test01(config: RunConfig, audit_dir: Path, sampling_target: int) -> AuditResult:

@@ -80,3 +80,27 @@ def test_test04_refuses_to_judge_from_an_invalid_reference(tmp_path: Path):
     result = json.loads(out.stdout)
     assert result["conclusive"] is False and result["passed"] is False
     assert "reference run is INVALID" in result["message"] and "offline_expected_qps" in result["message"]
+
+
+def test_test04_fails_a_caching_sut_whose_reference_never_gets_long_enough(tmp_path: Path):
+    """No load hint: the pilot sizes the reference, the cache answers its repeats, it ends
+    early (INVALID), and each resize only repeats more samples (1,400 -> 6,310 -> 19,900
+    samples/s, seen). It used to end "not judged"; the SUT the audit exists to catch now FAILs."""
+    config = RunConfig(backend="synthetic", scenario="Offline", min_duration_s=3.0,  # the case reported
+                       backend_options={"service_time_ms": 1.0, "cache_repeats": True})
+    result = run_audit("TEST04", config, tmp_path)
+    f = result.figures
+    assert result.conclusive and not result.passed, result.message
+    assert f["reference_validity"] == "INVALID" and f["judged_on_short_reference"] is True
+    rates = f["reference_rates"]
+    assert len(rates) == 3 and all(b > a * 1.1 for a, b in zip(rates, rates[1:])), rates
+    assert f["speedup"] > 0.10 and "from a cache" in result.message
+    assert json.loads((Path(result.audit_dir) / "audit.json").read_text())["conclusive"] is True
+
+
+def test_test04_still_passes_the_honest_sut_of_the_same_settings(tmp_path: Path):
+    config = RunConfig(backend="synthetic", scenario="Offline", min_duration_s=2.0,
+                       backend_options={"service_time_ms": 1.0})
+    result = run_audit("TEST04", config, tmp_path)
+    assert result.conclusive and result.passed, result.message
+    assert result.figures["reference_validity"] == "VALID" and "judged_on_short_reference" not in result.figures

@@ -141,7 +141,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                token_ids: Callable[[str], list[int]] | None = None,
                sent_ids: dict[str, list[int]] | None = None,
                truncate_above: int | None = None, truncate_words: int = 3,
-               truncated: list[str] | None = None) -> web.Application:
+               truncated: list[str] | None = None, lead_ids: list[int] | None = None) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
     sent, as careless servers do: the harness must keep the key out of its records anyway.
     With `received`, each request's prompt (a chat's last message; a list of token ids as
@@ -159,7 +159,10 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
     tokenizer) a request asking for `return_token_ids` (vLLM's field) gets each piece's ids
     in `choices[0].token_ids`, and `sent_ids` (prompt -> ids) keeps what was sent. With
     `truncate_above`, an answer given while more than that many requests are open at the
-    server keeps only its first `truncate_words` words: a server that degrades under load; `truncated` gets the prompt of each answer cut."""
+    server keeps only its first `truncate_words` words: a server that degrades under load; `truncated` gets the prompt of each answer cut.
+    With `lead_ids`, a streamed answer of `answers` that sends ids begins with an event of
+    those ids and no text: vLLM sends a token's ids before its text while a UTF-8 character
+    is incomplete; the ids are the answer's first."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -208,7 +211,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         want_ids = bool(body.get("return_token_ids")) and token_ids is not None
         piece_ids = [token_ids(p) for p in pieces] if want_ids and pieces is not None else None
         if piece_ids is not None and sent_ids is not None:
-            sent_ids[text] = [i for ids in piece_ids for i in ids]
+            sent_ids[text] = [*(lead_ids or ()), *(i for ids in piece_ids for i in ids)]
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and timing.usage
         ttft_ms = timing.ttft_ms + timing.ttft_ms_per_prompt_token * len(text.split())
         tpot_ms = timing.tpot_ms + timing.tpot_ms_per_in_flight * in_flight
@@ -271,6 +274,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             written.append(stamps)
         if arrivals is not None:
             arrivals.append((arrived, stamps))
+        if lead_ids is not None and piece_ids is not None:
+            await resp.write(event("", None, list(lead_ids)))
         while sent < n:
             take = min(k, n - sent)
             # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
