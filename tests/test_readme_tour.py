@@ -344,9 +344,13 @@ def _check_line(command: str, argv: list[str], folder: Path, proc: subprocess.Co
     verb = argv[0] if argv else ""
     out = proc.stdout + proc.stderr
     if command == "harness run":  # the embedded demo: Offline, SingleStream and an accuracy run
-        assert len(made) == 3, made
-        modes = sorted(json.loads(s.read_text())["run"]["mode"] for s in made)
-        assert modes == ["AccuracyOnly", "PerformanceOnly", "PerformanceOnly"], modes
+        summaries = [json.loads(s.read_text()) for s in sorted(made, key=lambda s: s.parent.name)]
+        kinds = [(x["run"]["scenario"], x["run"]["mode"]) for x in summaries]
+        assert kinds == [("Offline", "PerformanceOnly"), ("SingleStream", "PerformanceOnly"),
+                         ("Offline", "AccuracyOnly")], kinds
+        assert summaries[2]["accuracy"]["value"] > 0.9
+        assert all(x["harness"]["success_rate"] == 1.0 for x in summaries)
+        assert "accuracy top1" in out, out
     elif verb == "run" and "--repeat 5" in command:
         (repeat_dir,) = {s.parent.parent for s in made}
         aggregate = json.loads((repeat_dir / "aggregate.json").read_text())

@@ -79,15 +79,3 @@ def test_explicit_settings_override_conf_files(run_harness, tmp_path):
     assert s["loadgen"]["effective_settings"]["min_duration_ms"] == 300
 
 
-def test_demo_runs_the_embedded_model_offline_singlestream_and_accuracy(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--output-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    summaries = [json.loads((d / "summary.json").read_text()) for d in sorted(tmp_path.iterdir())]
-    kinds = [(x["run"]["scenario"], x["run"]["mode"]) for x in summaries]
-    assert kinds == [("Offline", "PerformanceOnly"), ("SingleStream", "PerformanceOnly"), ("Offline", "AccuracyOnly")]
-    assert summaries[2]["accuracy"]["value"] > 0.9
-    assert all(x["harness"]["success_rate"] == 1.0 for x in summaries)
-    assert "accuracy top1" in proc.stdout
