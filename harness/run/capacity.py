@@ -4,7 +4,10 @@ The search is a harness.run.sweep strategy, so a capacity search is a sweep fold
 ordinary run per try, sweep.json with every try, and a `capacity` section.
 
     1. start: `start_qps`, or the throughput of an Offline pilot of the same config
-    2. bracket: try 0.8 x start; while it passes go up x1.25, while it fails down x0.8
+    2. bracket: try 0.8 x start; while it passes go up x1.25, while it fails down x0.8,
+       the stride growing with each step in the same direction (x1.25, x1.25^2, then x1.25^4:
+       a pilot far off the capacity, as an Offline pilot of a server that batches its
+       backlog is, took 20 rates of x1.25 to bracket where this takes 7)
     3. bisect the bracket [highest passing, lowest failing] until its width is at most
        `precision` of the passing rate
 
@@ -30,6 +33,13 @@ from harness.run.sweep import pilot_values, rate_text
 
 FIRST = 0.8  # of the start: a Server sustains less than the Offline peak
 UP, DOWN = 1.25, 0.8
+MAX_STRIDE = 4  # the most powers of UP (or DOWN) one bracketing step takes: x2.44
+
+
+def _stride(steps: int) -> int:
+    """Powers of UP (DOWN) for the n-th step in one direction: 1, 2, 4, 4, ... A pilot near
+    the capacity is bracketed in the first steps, as before; a far one in few more."""
+    return min(2 ** (steps - 1), MAX_STRIDE)
 FLOOR = 0.01  # of the start: below it, no rate passes
 
 
@@ -110,6 +120,7 @@ class Search:
             return None, None, None, "the pilot measured no throughput"
         outcomes = self._outcomes(entries)
         lo = hi = None
+        steps = 0  # bracketing steps so far, all in one direction until lo and hi are both known
         rate = rate_text(start * FIRST)
         while True:
             decided = self._decided(outcomes.get(rate, []))
@@ -121,11 +132,13 @@ class Search:
             else:
                 hi = r if hi is None else min(hi, r)
             if lo is None:
-                nxt = hi * DOWN
+                steps += 1
+                nxt = hi * DOWN ** _stride(steps)
                 if nxt < start * FLOOR:
                     return None, lo, hi, f"no rate passed down to {rate_text(hi)} QPS"
             elif hi is None:
-                nxt = lo * UP
+                steps += 1
+                nxt = lo * UP ** _stride(steps)
             else:
                 if (hi - lo) / lo <= self.precision:
                     return None, lo, hi, "converged"

@@ -228,3 +228,26 @@ def test_bad_search_settings_are_refused_before_any_run(tmp_path: Path):
     need = capacity(*MD1, "--need", "3", "--of", "2", "--output-dir", str(tmp_path))
     assert need.returncode == EXIT_USAGE and "need" in need.stderr
     assert not any(tmp_path.rglob("summary.json"))
+
+
+def test_a_start_far_below_the_capacity_is_bracketed_in_a_few_strides():
+    """An Offline pilot can be far off: a synthetic server that batches its backlog sustains
+    ~30x its one-at-a-time rate under Server. Steps in one direction grow (x1.25, x1.25^2,
+    then x1.25^4), so 100 -> capacity 3,000 is bracketed in 7 rates, not the 17 of a fixed
+    x1.25, and the bisection still converges to the precision."""
+    search = Search(RunConfig(scenario="Server", backend="synthetic"), need=1, of=1, start_qps=100)
+    entries: list[dict] = []
+    while (nxt := search.next_point(entries)) is not None:
+        index, values, _ = nxt
+        entries.append(_try(index, values["target_qps"], float(values["target_qps"]) <= 3000))
+        assert len(entries) < 30
+    from harness.run.sweep import rate_text
+
+    rates = [float(e["values"]["target_qps"]) for e in entries]
+    first_fail = next(i for i, e in enumerate(entries) if e["validity"] == "INVALID")
+    expected = [80.0]  # 0.8 x the start, then x1.25, x1.25^2, x1.25^4, ... each written to 4 digits
+    for stride in (1, 2, 4, 4, 4, 4):
+        expected.append(float(rate_text(expected[-1] * 1.25 ** stride)))
+    assert first_fail == 6 and rates[:7] == expected[:7], (rates, expected)
+    _, lo, hi, why = search.walk(entries)
+    assert why == "converged" and lo <= 3000 < hi and (hi - lo) / lo <= 0.02
