@@ -129,8 +129,32 @@ def verify_accuracy(accuracy_run: RunData, audit: RunData) -> tuple[bool, str]:
     return passed, "\n".join(lines) + "\n"
 
 
+#: the tests whose verify files are judged here; the checker also runs its performance
+#: checks on their audit logs (compliance_check.py performance_check)
+JUDGED_HERE = ("TEST01", "TEST04")
+
+
+def _audit_verdict(audit: Audit) -> tuple[bool, dict[str, Any]]:
+    """A test judged by its own `harness audit` (TEST06, TEST07, TEST09 for the LLMs): its
+    audit.json's verdict, and the verify files it wrote (verify_accuracy.txt,
+    verify_output_len.txt: compliance_check.py dir_exists_check), copied as they are."""
+    data = json.loads((audit.folder / AUDIT_JSON).read_text())
+    passed = bool(data.get("passed")) and data.get("conclusive", True) is not False
+    files: dict[str, Any] = {f"{audit.test}/{p.name}": p for p in sorted(audit.folder.glob("verify_*.txt"))}
+    if not files:
+        files[f"{audit.test}/verify_accuracy.txt"] = (f"TEST FAIL: {audit.folder.name} holds no verify file "
+                                                      f"(the checker reads {audit.test}'s TEST PASS line)\n")
+        passed = False
+    elif not passed:
+        files.setdefault(f"{audit.test}/harness_verdict.txt", f"TEST FAIL: audit.json says passed={data.get('passed')}, "
+                                                                f"conclusive={data.get('conclusive', True)}\n")
+    return passed, files
+
+
 def compliance_files(audit: Audit, submitted: RunData, accuracy_run: RunData | None) -> tuple[bool, dict[str, Any]]:
     """(every verify passed, {relative path under <Scenario>/: text or a source Path})."""
+    if audit.test not in JUDGED_HERE:
+        return _audit_verdict(audit)
     base = audit.test
     files: dict[str, Any] = {f"{base}/performance/run_1/{name}": audit.run.run_dir / name
                              for name in (folder.LOADGEN_SUMMARY, folder.LOADGEN_DETAIL)}

@@ -1,0 +1,159 @@
+"""harness submission for MLPerf's LLM benchmarks: the checker's v6.1 LLM rules, and the
+Interactive scenario (LoadGen's Server with mlperf.conf's `<model>-interactive` bounds).
+
+Real LoadGen runs against the in-test OpenAI server, named llama3_1-8b so LoadGen applies
+the benchmark's compiled-in mlperf.conf; short (min_duration_s under a second), so each
+breaks the 600 s rule, which the tests expect beside the rule they pin."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.analysis.submission import SubmissionRefused, official_settings, write_submission
+from harness.analysis.submission_benchmarks import BENCHMARKS
+from harness.analysis.submission_rules import scenario_problems
+from harness.config.run_config import RunConfig
+from harness.report.figures import headline
+from harness.results.loadgen_log import read_detail
+from harness.run import runner
+from tests.support.http_servers import ServerThread, Timing, openai_app
+
+SYSTEM = {"system_name": "Test box", "system_type": "datacenter", "status": "available",
+          "host_processors_per_node": 1, "host_storage_capacity": "64 GB", "host_storage_type": "SSD",
+          "host_memory_configuration": "a VM", "host_networking": "virtio", "host_network_card_count": 1,
+          "host_networking_topology": "N/A", "cooling": "air"}
+
+
+def _llm_run(root: Path, scenario: str, ttft_ms: float) -> Path:
+    """A short llama3_1-8b run whose every first token takes `ttft_ms`."""
+    with ServerThread(openai_app(Timing(ttft_ms=ttft_ms, tpot_ms=2, tokens=6))) as srv:
+        config = RunConfig(backend="http", scenario=scenario, benchmark="llama3_1-8b",
+                           dataset="synthetic:isl=16,osl=6,n=32",
+                           backend_options={"protocol": "openai-chat", "url": srv.url + "/v1"},
+                           target_qps=40, min_duration_s=0.5, min_query_count=20)
+        return runner.run(config, root).run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("llm")
+    # Interactive's TTFT bound is 500 ms, Server's 2,000 ms: 700 ms passes one, not the other
+    return {"interactive": _llm_run(root, "Interactive", 700), "server": _llm_run(root, "Server", 2100)}
+
+
+def _rules(paths: list[Path], tmp_path: Path, division: str = "open", system: dict | None = None) -> list[str]:
+    desc = tmp_path / "system.yaml"
+    desc.write_text(yaml.safe_dump(SYSTEM if system is None else system))
+    with pytest.raises(SubmissionRefused) as e:
+        write_submission(paths, "Acme", division, desc, tmp_path / "out")
+    return [line[4:] for line in str(e.value).splitlines() if line.startswith("  - ")]
+
+
+def test_the_token_bounds_in_the_table_are_loadgens():
+    """The checker's LLM_LATENCY_LIMITS beside the bounds LoadGen's compiled-in mlperf.conf
+    gives `<model>.Server` and `<model>-interactive.Server`: one table, two sources."""
+    for name, bench in BENCHMARKS.items():
+        for scenario, limits in bench.token_limits.items():
+            official = official_settings(name, scenario)
+            assert official["use_token_latencies"], (name, scenario)
+            assert (official["ttft_latency_ns"], official["tpot_latency_ns"]) == (
+                limits.ttft_ms * 1e6, limits.tpot_ms * 1e6), (name, scenario)
+        if bench.is_llm:
+            assert official_settings(name, "Offline")["performance_sample_count"] == bench.performance_sample_count
+
+
+def test_interactive_runs_as_loadgens_server_and_is_reported_as_interactive(runs):
+    run_dir = runs["interactive"]
+    assert run_dir.name.endswith("-Interactive")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["run"]["scenario"] == "Interactive"
+    values, errors, _ = read_detail(run_dir)
+    assert values["effective_scenario"] == "Server" and not errors  # each first token before its completion
+    bounds = summary["tokens"]["loadgen"]
+    assert (bounds["ttft_bound_ms"], bounds["tpot_bound_ms"]) == (500, 30)  # llama3_1-8b-interactive's
+    lines = headline(summary, None)
+    assert lines[0].split(" · ")[1].startswith("Interactive ")
+    token = next(line for line in lines if line.startswith("TTFT p50/p99"))
+    assert "(bound 500 ms)" in token and "(bound 30 ms)" in token and "tok/s" in token
+    assert "OVER: TTFT p99" in token and "over its 500 ms bound" in token and "TPOT p99" not in token.split("OVER")[1]
+
+
+def test_interactive_is_refused_for_a_benchmark_without_interactive_bounds():
+    with pytest.raises(ValueError, match="scenario Interactive is an LLM benchmark's Server") as e:
+        RunConfig(scenario="Interactive", benchmark="resnet50")
+    assert "llama3_1-8b" in str(e.value)
+    with pytest.raises(ValueError, match="LoadGen's mlperf.conf calls it 'llama3_1-8b'"):
+        RunConfig(benchmark="llama3.1-8b")
+    assert RunConfig(benchmark="llama3_1-8b").use_token_latencies is True
+    assert RunConfig(benchmark="resnet50").use_token_latencies is None
+
+
+def test_a_server_run_over_the_ttft_bound_is_named_as_such(runs, tmp_path):
+    rules = _rules([runs["server"]], tmp_path)
+    joined = "\n".join(rules)
+    assert "llama3_1-8b/Server: TTFT p99" in joined and "is not under Server's 2000 ms bound (llama3.1-8b)" in joined
+    assert "TPOT p99" not in joined  # 2 ms against 100 ms
+    assert "min duration 0.5 s is under the official 600 s" in joined
+    assert "no AccuracyOnly run" in joined
+
+
+def test_an_interactive_run_is_held_to_interactives_bounds(runs, tmp_path):
+    """The checker reads the bounds by the log's effective_scenario (Server): 700 ms would pass
+    its 2,000 ms. Interactive's own bound is 500 ms."""
+    joined = "\n".join(_rules([runs["interactive"]], tmp_path))
+    assert "llama3_1-8b/Interactive: TTFT p99" in joined and "is not under Interactive's 500 ms bound" in joined
+    assert "Server's 2000 ms" not in joined
+
+
+def test_a_datacenter_llm_needs_offline_and_one_of_server_or_interactive(runs, tmp_path):
+    missing = scenario_problems("llama3_1-8b", {"Offline"}, "datacenter", "closed")
+    assert len(missing) == 1 and "needs Offline and one of Interactive or Server" in missing[0]
+    assert "missing one of Interactive or Server" in missing[0]
+    assert scenario_problems("llama3_1-8b", {"Offline", "Interactive"}, "datacenter", "closed") == []
+    assert "SingleStream not allowed" in scenario_problems("llama3_1-8b", {"Offline", "Server", "SingleStream"},
+                                                           "datacenter", "closed")[0]
+    edge = scenario_problems("llama3_1-8b-edge", {"Offline"}, "edge", "closed")
+    assert "needs exactly the scenarios SingleStream, Offline" in edge[0]
+    assert "has no llama3.1-8b entry" in scenario_problems("llama3_1-8b", {"Offline"}, "edge", "closed")[0]
+    # through the command: the Interactive run alone in the closed division
+    joined = "\n".join(_rules([runs["interactive"]], tmp_path, "closed"))
+    assert "system_type datacenter in the closed division needs Offline and one of Interactive or Server" in joined
+    assert "missing Offline" in joined
+    assert "no TEST06 audit; the closed division needs TEST06 in every scenario" in joined
+
+
+def test_system_description_problems_are_listed_with_the_run_rules(runs, tmp_path):
+    partial = {k: v for k, v in SYSTEM.items() if k != "cooling"} | {"number_of_nodes": "two"}
+    rules = _rules([runs["server"]], tmp_path, system=partial)
+    assert any(r.startswith("system description: cooling must have a value") for r in rules), rules
+    assert any("number_of_nodes 'two' must be a whole number" in r for r in rules)
+    assert any("TTFT p99" in r for r in rules)
+
+
+def test_the_llm_layout_uses_the_checkers_names(runs, tmp_path):
+    desc = tmp_path / "system.yaml"
+    desc.write_text(yaml.safe_dump(SYSTEM))
+    result = write_submission([runs["interactive"]], "Acme", "open", desc, tmp_path / "out", force=True)
+    scen = result.root / "results" / "Test_box" / "llama3.1-8b" / "Interactive"
+    for rel in ("performance/run_1/mlperf_log_summary.txt", "performance/run_1/mlperf_log_detail.txt",
+                "measurements.json", "user.conf", "README.md"):
+        assert (scen / rel).is_file(), rel
+    assert "llama3_1-8b-interactive.Server.target_qps = 40" in (scen / "user.conf").read_text()
+
+
+def test_the_llm_table_reads_as_the_checkers():
+    bench = BENCHMARKS["llama3_1-8b"]
+    assert bench.is_llm and not BENCHMARKS["resnet50"].is_llm
+    assert bench.metric["Interactive"] == bench.metric["Server"] == "result_completed_tokens_per_second"
+    assert bench.metric["Offline"] == "result_tokens_per_second"
+    assert BENCHMARKS["llama3_1-8b-edge"].metric["SingleStream"] == "result_90.00_percentile_latency_ns"
+    assert BENCHMARKS["gpt-oss-120b"].accuracy_count == 4_395  # the checker's accuracy set, not the 6,396
+    assert BENCHMARKS["gpt-oss-120b"].compliance == ("TEST07", "TEST09")
+    assert dict(bench.accuracy_targets)["GEN_LEN"] == pytest.approx(7_350_879.6)
+    assert dict(bench.accuracy_upper)["GEN_LEN"] == pytest.approx(8_984_408.4)
+    # an explicit false stays false: the submission rules name it
+    assert RunConfig(benchmark="llama3_1-8b", use_token_latencies=False).use_token_latencies is False
