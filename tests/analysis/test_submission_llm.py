@@ -15,7 +15,7 @@ import yaml
 
 from harness.analysis.submission import SubmissionRefused, official_settings, write_submission
 from harness.analysis.submission_benchmarks import BENCHMARKS
-from harness.analysis.submission_rules import scenario_problems
+from harness.analysis.submission_rules import accuracy_problems, scenario_problems
 from harness.config.run_config import RunConfig
 from harness.report.figures import headline
 from harness.results.loadgen_log import read_detail
@@ -28,13 +28,15 @@ SYSTEM = {"system_name": "Test box", "system_type": "datacenter", "status": "ava
           "host_networking_topology": "N/A", "cooling": "air"}
 
 
-def _llm_run(root: Path, scenario: str, ttft_ms: float) -> Path:
+def _llm_run(root: Path, scenario: str, ttft_ms: float, tokens: int = 6) -> Path:
     """A short llama3_1-8b run whose every first token takes `ttft_ms`."""
-    with ServerThread(openai_app(Timing(ttft_ms=ttft_ms, tpot_ms=2, tokens=6))) as srv:
+    # min_query_count under mlperf.conf's (13,368 Offline samples for llama3_1-8b): a short query
+    load = {"offline_expected_qps": 40} if scenario == "Offline" else {"target_qps": 40}
+    with ServerThread(openai_app(Timing(ttft_ms=ttft_ms, tpot_ms=2, tokens=tokens))) as srv:
         config = RunConfig(backend="http", scenario=scenario, benchmark="llama3_1-8b",
-                           dataset="synthetic:isl=16,osl=6,n=32",
+                           dataset=f"synthetic:isl=16,osl={tokens},n=32",
                            backend_options={"protocol": "openai-chat", "url": srv.url + "/v1"},
-                           target_qps=40, min_duration_s=0.5, min_query_count=20)
+                           min_duration_s=0.5, min_query_count=20, **load)
         return runner.run(config, root).run_dir
 
 
@@ -42,10 +44,12 @@ def _llm_run(root: Path, scenario: str, ttft_ms: float) -> Path:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("llm")
     # Interactive's TTFT bound is 500 ms, Server's 2,000 ms: 700 ms passes one, not the other
-    return {"interactive": _llm_run(root, "Interactive", 700), "server": _llm_run(root, "Server", 2100)}
+    return {"interactive": _llm_run(root, "Interactive", 700), "server": _llm_run(root, "Server", 2100),
+            "offline": _llm_run(root, "Offline", 5)}
 
 
 def _rules(paths: list[Path], tmp_path: Path, division: str = "open", system: dict | None = None) -> list[str]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     desc = tmp_path / "system.yaml"
     desc.write_text(yaml.safe_dump(SYSTEM if system is None else system))
     with pytest.raises(SubmissionRefused) as e:
@@ -119,11 +123,44 @@ def test_a_datacenter_llm_needs_offline_and_one_of_server_or_interactive(runs, t
     edge = scenario_problems("llama3_1-8b-edge", {"Offline"}, "edge", "closed")
     assert "needs exactly the scenarios SingleStream, Offline" in edge[0]
     assert "has no llama3.1-8b entry" in scenario_problems("llama3_1-8b", {"Offline"}, "edge", "closed")[0]
-    # through the command: the Interactive run alone in the closed division
+    # through the command: the Interactive run alone, then the Offline run alone, closed division
     joined = "\n".join(_rules([runs["interactive"]], tmp_path, "closed"))
     assert "system_type datacenter in the closed division needs Offline and one of Interactive or Server" in joined
     assert "missing Offline" in joined
     assert "no TEST06 audit; the closed division needs TEST06 in every scenario" in joined
+    joined = "\n".join(_rules([runs["offline"]], tmp_path / "o", "closed"))
+    assert "(missing one of Interactive or Server)" in joined
+    # 22 samples in the Offline query against the checker's 13,368 for llama3.1-8b
+    assert "samples in the Offline query, under the official 13,368" in joined
+    assert "no result_tokens_per_second" not in joined and "TTFT" not in joined  # Offline: no token bounds
+    joined = "\n".join(_rules([runs["offline"], runs["interactive"]], tmp_path / "oi", "closed"))
+    assert "system_type" not in joined
+
+
+def test_loadgen_errors_are_named(tmp_path):
+    """One token an answer: LoadGen logs an error per sample (it wants at least 2 to time
+    TPOT), and the checker rejects a log with errors."""
+    run_dir = _llm_run(tmp_path, "Server", 5, tokens=1)
+    joined = "\n".join(_rules([run_dir], tmp_path / "sub"))
+    assert "llama3_1-8b/Server: LoadGen logged" in joined and "Number of tokens need to be greater than 1" in joined
+
+
+def test_accuracy_is_held_to_the_llm_targets_and_window():
+    """ROUGE and gen_len as accuracy.txt gives them (percent, characters), by the checker's keys."""
+    eff = {"accuracy_sample_count": 13_368}
+    good = {"ROUGE1": 38.8, "ROUGE2": 15.95, "ROUGEL": 24.5, "ROUGELSUM": 35.8, "GEN_LEN": 8_000_000}
+    assert accuracy_problems("b/Offline", "acc", "llama3_1-8b", "closed", eff, good) == []
+    bad = accuracy_problems("b/Offline", "acc", "llama3_1-8b", "closed", {"accuracy_sample_count": 100},
+                            good | {"ROUGE2": 15.0, "GEN_LEN": 9_000_000})
+    assert len(bad) == 3, bad
+    assert "covers 100 samples; the checker wants the whole llama3_1-8b dataset, 13,368" in bad[0]
+    assert "ROUGE2 15.0000% is under the closed division's target 15.7484%" in bad[1]
+    assert "GEN_LEN 9,000,000.0000 is over the closed division's upper limit 8,984,408.4000" in bad[2]
+    assert accuracy_problems("b/Offline", "acc", "llama3_1-8b", "open", {"accuracy_sample_count": 13_368}, good) == []
+    # gpt-oss-120b: its accuracy set, 4,395 of the 6,396
+    oss = accuracy_problems("g/Offline", "acc", "gpt-oss-120b", "open", {"accuracy_sample_count": 6_396},
+                            {"exact_match": 90.0})
+    assert oss and "its accuracy set of gpt-oss-120b dataset, 4,395" in oss[0]
 
 
 def test_system_description_problems_are_listed_with_the_run_rules(runs, tmp_path):
