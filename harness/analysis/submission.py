@@ -533,10 +533,24 @@ def _src_readme(org: str, division: str, runs: list[RunData], audits: list[Audit
             + "\nValidate with MLCommons' submission checker before submitting.\n")
 
 
+def result_metric(r: RunData) -> tuple[str, float | None] | None:
+    """The figure the checker reports for a performance run: RESULT_FIELD_NEW, or the
+    benchmark's override (tokens/s for an LLM; Interactive reads Server's, as the log's
+    effective_scenario does), from LoadGen's log."""
+    bench = BENCHMARKS.get(r.config["benchmark"])
+    key = bench.metric.get(r.config["scenario"]) if bench else None
+    if key is None:
+        return None
+    value = read_detail(r.run_dir)[0].get(key)
+    return key, float(value) if isinstance(value, (int, float)) else None
+
+
 def _scenario_readme(r: RunData, mark: str) -> str:
     benchmark, scenario = _key(r)
+    metric = result_metric(r)
+    result = f"Result ({metric[0]}, the checker's figure): {metric[1]}\n\n" if metric else ""
     return (
-        f"# {benchmark} {scenario}\n\n{mark}"
+        f"# {benchmark} {scenario}\n\n{mark}{result}"
         "Reproduce with loadgen-harness:\n\n"
         "```\nharness run -c harness_run_performance.yaml\nharness run -c harness_run_accuracy.yaml\n```\n\n"
         f"Model sha256: {r.manifest.get('sha256', {}).get('model')}\n"

@@ -182,6 +182,10 @@ def test_the_llm_layout_uses_the_checkers_names(runs, tmp_path):
                 "measurements.json", "user.conf", "README.md"):
         assert (scen / rel).is_file(), rel
     assert "llama3_1-8b-interactive.Server.target_qps = 40" in (scen / "user.conf").read_text()
+    # the checker reads an LLM's Interactive result as Server's: completed tokens per second
+    readme = (scen / "README.md").read_text()
+    assert "Result (result_completed_tokens_per_second, the checker's figure): " in readme
+    assert float(readme.split("the checker's figure): ")[1].split()[0]) > 0
 
 
 def test_the_llm_table_reads_as_the_checkers():
