@@ -3,8 +3,8 @@
 Read from the checker's source (mlcommons/inference, tools/submission/submission_checker,
 v6.1 config), not run here: the checker is not on PyPI, and it stays the judge. Each rule
 below names where the checker holds it, so a new checker version can be compared line by
-line; the benchmarks' own tables (resnet50, the LLMs) are in submission_benchmarks. What the harness cannot know (a benchmark it has no entry for) it says, rather
-than pass silently.
+line; the benchmarks' own tables (resnet50, the LLMs) are in submission_benchmarks. What
+the harness cannot know (a benchmark it has no entry for) it says, rather than pass silently.
 
 The values LoadGen itself holds (durations, seeds, counts, Server's latency bound) are read
 from the mlperf.conf compiled into the installed LoadGen (`official_settings`), not copied.

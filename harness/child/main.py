@@ -224,7 +224,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     warmup_s = time.perf_counter() - t0 if sut_factory is None else sut_factory.warmup_s
 
     # A sample is a query in SingleStream and Server only, so only there do written samples count towards it.
-    progress = Progress(config.min_duration_s, config.min_query_count if loadgen_scenario(config.scenario) in ("SingleStream", "Server") else None)
+    counted = loadgen_scenario(config.scenario) in ("SingleStream", "Server")
+    progress = Progress(config.min_duration_s, config.min_query_count if counted else None)
     records = RecordWriter(run_dir, on_flush=progress)
     if lifeline is not None:
         lifeline.keep(records)  # a stop signal flushes what was recorded before the process ends

@@ -297,7 +297,8 @@ class RunConfig(BaseModel):
         """An LLM benchmark measures TTFT/TPOT: mlperf.conf turns LoadGen's use_token_latencies
         on for it, and the SUT must then report each first token, so the harness's default
         follows (an explicit false stays: the submission rules name it)."""
-        if isinstance(data, dict) and data.get("benchmark") in TOKEN_BENCHMARKS and data.get("use_token_latencies") is None:
+        if (isinstance(data, dict) and data.get("benchmark") in TOKEN_BENCHMARKS
+                and data.get("use_token_latencies") is None):
             data = {**data, "use_token_latencies": True}
         return data
 
