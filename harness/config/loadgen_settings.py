@@ -84,7 +84,10 @@ def check_conf_file(key: str, path: Path) -> None:
         name = words[0]
         if len(words) < 3 or words[1] != "=" or name.count(".") < 2:
             raise ConfigError(f"{where}: expected `model.scenario.key = value` (e.g. *.Offline.min_duration = 600000)")
-        _, scenario, setting = name.rsplit(".", 2)  # a model name may hold dots
+        model, scenario, setting = name.rsplit(".", 2)  # a model name may hold dots
+        if scenario == INTERACTIVE:
+            raise ConfigError(f"{where}: LoadGen has no Interactive scenario; it reads Interactive's settings as "
+                              f"`{model}-interactive.Server.{setting}` (the key --scenario Interactive uses)")
         if scenario not in CONF_SCENARIOS:
             hint = difflib.get_close_matches(scenario, CONF_SCENARIOS, n=1)
             raise ConfigError(f"{where}: unknown scenario {scenario!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
