@@ -51,11 +51,8 @@ class Benchmark:
     # RESULT_FIELD_NEW, overridden by RESULT_FIELD_BENCHMARK_OVERWRITE; for Interactive the
     # checker reads the Server key (the log's effective_scenario)
     metric: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def is_llm(self) -> bool:
-        """configuration.py get_llm_models: requested_use_token_latencies must be on."""
-        return bool(self.metric.get("Offline") == "result_tokens_per_second")
+    # configuration.py get_llm_models: requested_use_token_latencies must be on (llm_check)
+    is_llm: bool = False
 
     @property
     def accuracy_count(self) -> int:
@@ -96,26 +93,30 @@ BENCHMARKS: dict[str, Benchmark] = {
         (*_rouge(44.4312, 22.0352, 28.6162, 0.999), ("TOKENS_PER_SAMPLE", 294.45 * 0.9)),
         _OFFLINE_DC, _SERVER_OR_INTERACTIVE, ("TEST06",), 24_576,
         accuracy_upper=(("TOKENS_PER_SAMPLE", 294.45 * 1.1),),
-        token_limits={"Server": TokenLimits(2000, 200), "Interactive": TokenLimits(450, 40)}, metric=_TOKENS),
+        token_limits={"Server": TokenLimits(2000, 200), "Interactive": TokenLimits(450, 40)}, metric=_TOKENS,
+        is_llm=True),
     # mlperf.conf llama3_1-8b; model_mapping llama3_1-8b -> llama3.1-8b
     "llama3_1-8b": Benchmark(
         "llama3.1-8b", 13_368,
         (*_rouge(38.7792, 15.9075, 24.4957, 0.99), ("ROUGELSUM", 35.793 * 0.99), ("GEN_LEN", 8167644 * 0.9)),
         _OFFLINE_DC, _SERVER_OR_INTERACTIVE, ("TEST06",), 13_368,
         accuracy_upper=(("GEN_LEN", 8167644 * 1.1),),
-        token_limits={"Server": TokenLimits(2000, 100), "Interactive": TokenLimits(500, 30)}, metric=_TOKENS),
+        token_limits={"Server": TokenLimits(2000, 100), "Interactive": TokenLimits(500, 30)}, metric=_TOKENS,
+        is_llm=True),
     # edge only; not in models_TEST06 (nor any other compliance list)
     "llama3_1-8b-edge": Benchmark(
         "llama3.1-8b-edge", 5_000,
         (*_rouge(39.06, 16.1147, 24.6375, 0.99), ("ROUGELSUM", 36.124 * 0.99), ("GEN_LEN", 3051113 * 0.9)),
         {"edge": ("SingleStream", "Offline"), "datacenter,edge": ("SingleStream", "Offline")},
         performance_sample_count=5_000, accuracy_upper=(("GEN_LEN", 3051113 * 1.1),),
-        metric={"Offline": "result_tokens_per_second", "SingleStream": "result_90.00_percentile_latency_ns"}),
+        metric={"Offline": "result_tokens_per_second", "SingleStream": "result_90.00_percentile_latency_ns"},
+        is_llm=True),
     "deepseek-r1": Benchmark(
         "deepseek-r1", 4_388, (("exact_match", 0.99 * 81.3582), ("TOKENS_PER_SAMPLE", 0.9 * 3886.2274)),
         _OFFLINE_DC, _SERVER_OR_INTERACTIVE, ("TEST06",), 4_388,
         accuracy_upper=(("TOKENS_PER_SAMPLE", 1.1 * 3886.2274),),
-        token_limits={"Server": TokenLimits(2000, 80), "Interactive": TokenLimits(1500, 15)}, metric=_TOKENS),
+        token_limits={"Server": TokenLimits(2000, 80), "Interactive": TokenLimits(1500, 15)}, metric=_TOKENS,
+        is_llm=True),
     # accuracy-sample-count 4,395 of the 6,396 (mlperf.conf's accuracy_sample_count_override);
     # mlperf.conf sets no Offline min_query_count for it: the checker still wants 6,396 in
     # the closed division's Offline query (OFFLINE_MIN_SPQ_SINCE_V4)
@@ -123,7 +124,8 @@ BENCHMARKS: dict[str, Benchmark] = {
         "gpt-oss-120b", 6_396, (("exact_match", 83.13 * 0.99),),
         _OFFLINE_DC, _SERVER_OR_INTERACTIVE, ("TEST07", "TEST09"), 6_396, accuracy_sample_count=4_395,
         accuracy_upper=(("TOKENS_PER_SAMPLE", 1.1 * 9999),),
-        token_limits={"Server": TokenLimits(3000, 80), "Interactive": TokenLimits(2000, 15)}, metric=_TOKENS),
+        token_limits={"Server": TokenLimits(3000, 80), "Interactive": TokenLimits(2000, 15)}, metric=_TOKENS,
+        is_llm=True),
 }
 
 #: constants.py OFFLINE_MIN_SPQ_SINCE_V4: the closed division's Offline query, in samples

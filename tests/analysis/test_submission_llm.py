@@ -16,7 +16,7 @@ import yaml
 from harness.analysis.submission import SubmissionRefused, official_settings, write_submission
 from harness.analysis.submission_benchmarks import BENCHMARKS
 from harness.analysis.submission_rules import accuracy_problems, scenario_problems
-from harness.config.run_config import RunConfig
+from harness.config.run_config import INTERACTIVE_BENCHMARKS, TOKEN_BENCHMARKS, RunConfig
 from harness.report.figures import headline
 from harness.results.loadgen_log import read_detail
 from harness.run import runner
@@ -68,6 +68,14 @@ def test_the_token_bounds_in_the_table_are_loadgens():
                 limits.ttft_ms * 1e6, limits.tpot_ms * 1e6), (name, scenario)
         if bench.is_llm:
             assert official_settings(name, "Offline")["performance_sample_count"] == bench.performance_sample_count
+    # the config's LLM sets are mlperf.conf's: token latencies on, and -interactive entries
+    for name in TOKEN_BENCHMARKS:
+        assert official_settings(name, "Offline")["use_token_latencies"], name
+    assert not official_settings("resnet50", "Offline")["use_token_latencies"]
+    for name in INTERACTIVE_BENCHMARKS:
+        assert official_settings(name, "Interactive")["ttft_latency_ns"] < official_settings(name, "Server")["ttft_latency_ns"]
+    assert {n for n, b in BENCHMARKS.items() if b.is_llm} <= TOKEN_BENCHMARKS
+    assert {n for n, b in BENCHMARKS.items() if "Interactive" in b.token_limits} <= INTERACTIVE_BENCHMARKS
 
 
 def test_interactive_runs_as_loadgens_server_and_is_reported_as_interactive(runs):
