@@ -312,6 +312,11 @@ class RunConfig(BaseModel):
             raise ValueError(f"scenario Interactive is an LLM benchmark's Server with mlperf.conf's tighter TTFT/TPOT "
                              f"bounds; benchmark {self.benchmark!r} has none: name one of "
                              f"{', '.join(sorted(INTERACTIVE_BENCHMARKS))}, or use Server")
+        if (self.scenario == INTERACTIVE and self.official_conf is False and not (self.mlperf_conf or self.user_conf)
+                and not (self.ttft_latency_ms and self.tpot_latency_ms)):
+            raise ValueError("scenario Interactive takes its TTFT/TPOT bounds from mlperf.conf's "
+                             f"{self.benchmark}-interactive entries, which official_conf false leaves unread: "
+                             "drop --no-mlperf-conf, or set ttft_latency_ms and tpot_latency_ms")
         if self.max_duration_s and self.min_duration_s and self.max_duration_s < self.min_duration_s:
             raise ValueError("max_duration_s is below min_duration_s")
         if self.max_query_count and self.min_query_count and self.max_query_count < self.min_query_count:

@@ -98,6 +98,8 @@ def test_interactive_is_refused_for_a_benchmark_without_interactive_bounds():
     with pytest.raises(ValueError, match="scenario Interactive is an LLM benchmark's Server") as e:
         RunConfig(scenario="Interactive", benchmark="resnet50")
     assert "llama3_1-8b" in str(e.value)
+    with pytest.raises(ValueError, match="which official_conf false leaves unread"):
+        RunConfig(scenario="Interactive", benchmark="llama3_1-8b", official_conf=False)
     with pytest.raises(ValueError, match="LoadGen's mlperf.conf calls it 'llama3_1-8b'"):
         RunConfig(benchmark="llama3.1-8b")
     assert RunConfig(benchmark="llama3_1-8b").use_token_latencies is True
