@@ -96,7 +96,11 @@ def expected_samples(lg: dict[str, Any]) -> int | None:
         # every round's queries; LoadGen's result_* keys are the reported round's only
         return sum(int(c) for c in lg["generated_query_counts"]) * int(lg.get("effective_samples_per_query") or 1)
     if lg.get("result_query_count") is not None:
-        return int(lg["result_query_count"]) * int(lg.get("effective_samples_per_query") or 1)
+        # generated_samples_per_query is what each query held: with sample_concatenate_permutation
+        # (mlperf.conf's, for every LLM) LoadGen pads Offline's query to a multiple of the loaded
+        # samples (loadgen.cc GenerateQueries), past effective_samples_per_query (22 -> 32)
+        per_query = lg.get("generated_samples_per_query") or lg.get("effective_samples_per_query") or 1
+        return int(lg["result_query_count"]) * int(per_query)
     counts, per_query = lg.get("generated_query_counts") or [], lg.get("generated_samples_per_queries") or []
     if lg.get("effective_test_mode") == "AccuracyOnly" and counts and len(counts) == len(per_query):
         # one generated set per loadable set: a dataset larger than the performance sample

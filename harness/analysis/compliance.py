@@ -210,6 +210,28 @@ def verify_test06(entries: list[dict[str, Any]], scenario: str, eos: int, dtype:
     return passed, figures, "\n".join(lines) + "\n"
 
 
+#: the tests whose verify files are judged here; the checker also runs its performance
+#: checks on their audit logs (compliance_check.py performance_check)
+JUDGED_HERE = ("TEST01", "TEST04")
+
+
+def _audit_verdict(audit: Audit) -> tuple[bool, dict[str, Any]]:
+    """A test judged by its own `harness audit` (TEST07, TEST09 for gpt-oss): its
+    audit.json's verdict, and the verify files it wrote (verify_accuracy.txt,
+    verify_output_len.txt: compliance_check.py dir_exists_check), copied as they are."""
+    data = json.loads((audit.folder / AUDIT_JSON).read_text())
+    passed = bool(data.get("passed")) and data.get("conclusive", True) is not False
+    files: dict[str, Any] = {f"{audit.test}/{p.name}": p for p in sorted(audit.folder.glob("verify_*.txt"))}
+    if not files:
+        files[f"{audit.test}/verify_accuracy.txt"] = (f"TEST FAIL: {audit.folder.name} holds no verify file "
+                                                      f"(the checker reads {audit.test}'s TEST PASS line)\n")
+        passed = False
+    elif not passed:
+        files.setdefault(f"{audit.test}/harness_verdict.txt", f"TEST FAIL: audit.json says passed={data.get('passed')}, "
+                                                                f"conclusive={data.get('conclusive', True)}\n")
+    return passed, files
+
+
 def compliance_files(audit: Audit, submitted: RunData, accuracy_run: RunData | None) -> tuple[bool, dict[str, Any]]:
     """(every verify passed, {relative path under <Scenario>/: text or a source Path})."""
     base = audit.test
@@ -220,6 +242,8 @@ def compliance_files(audit: Audit, submitted: RunData, accuracy_run: RunData | N
         passed, _, text = verify_test06(read_accuracy_log(audit.run.run_dir), scenario, eos)
         return passed, {f"{base}/verify_accuracy.txt": text,
                         f"{base}/accuracy/{folder.LOADGEN_ACCURACY}": audit.run.run_dir / folder.LOADGEN_ACCURACY}
+    if base not in JUDGED_HERE:  # TEST07, TEST09: their audit's own verdict and verify files
+        return _audit_verdict(audit)
     files: dict[str, Any] = {f"{base}/performance/run_1/{name}": audit.run.run_dir / name
                              for name in (folder.LOADGEN_SUMMARY, folder.LOADGEN_DETAIL)}
     passed, text = verify_performance(audit.test, submitted, audit.run)

@@ -16,6 +16,7 @@ from typing import Any
 from harness.analysis.compare import headline
 from harness.errors import ResultsError
 from harness.results import folder
+from harness.results.loadgen_log import loadgen_scenario
 from harness.results.records import read_records, records_path
 from harness.results.summary import read_summary, success_rate_failed
 
@@ -30,7 +31,7 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
     ours = summary.get("harness") or {}
     tokens = summary.get("tokens") or {}
     eff = lg.get("effective_settings") or {}
-    scenario = summary["run"]["scenario"]
+    scenario = loadgen_scenario(summary["run"]["scenario"])
     latency_mean = (ours.get("latency_ms") or {}).get("mean")
     queue_mean = (ours.get("queue_ms") or {}).get("mean")
     offered = lg.get("scheduled_samples_per_s") if scenario == "Server" else None
@@ -58,7 +59,7 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         "status": summary["status"],
         "samples": ours.get("samples"),
         "incomplete_reason": summary.get("incomplete_reason"),
-        "scenario": scenario,
+        "scenario": summary["run"]["scenario"],
         "validity": summary["validity"]["result"],
         "reasons": list(summary["validity"].get("reasons") or []),
         "flags": {k: summary["validity"].get(k) for k in
@@ -193,7 +194,7 @@ def bound_of_invalid(entry: dict[str, Any]) -> str:
             return "TTFT p99"
         if tpot_bound and (m.get("tpot_p99") or 0) > tpot_bound:
             return "TPOT p99"
-        if entry.get("scenario") != "Server":
+        if loadgen_scenario(entry.get("scenario") or "") != "Server":
             return "latency bound"
         return f"p{(entry.get('latency_percentile') or 0.99) * 100:g} latency"
     if flags.get("early_stopping_met") is False:

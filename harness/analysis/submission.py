@@ -3,11 +3,12 @@
     <out>/<division>/<org>/
         systems/<system>.json
         src/README.md
-        results/<system>/<benchmark>/<scenario>/
+        results/<system>/<benchmark>/<scenario>/       the checker's names (llama3.1-8b; Interactive)
             performance/run_1/mlperf_log_summary.txt, mlperf_log_detail.txt
             accuracy/mlperf_log_summary.txt, mlperf_log_detail.txt, mlperf_log_accuracy.json, accuracy.txt
             measurements.json  user.conf  README.md  harness_run_performance.yaml  harness_run_accuracy.yaml
-            TEST01/, TEST04/   (closed division, from `harness audit` folders: harness.analysis.compliance)
+            TEST01/, TEST04/, TEST06/, ...   (closed division, from `harness audit` folders:
+                                             harness.analysis.compliance)
 
 The checker's rules (harness.analysis.submission_rules) are checked first and every broken
 one is listed. Without `force` nothing is written (`SubmissionRefused`, exit 1): a folder
@@ -27,14 +28,16 @@ from typing import Any
 
 from harness.analysis import llm_accuracy_txt
 from harness.analysis.check import check_run
-from harness.analysis.compliance import Audit, compliance_files, is_audit_folder, load_audit
+from harness.analysis.compliance import JUDGED_HERE, Audit, compliance_files, is_audit_folder, load_audit
 from harness.analysis.run_data import RunData, load_run
+from harness.analysis.submission_benchmarks import BENCHMARKS, OFFLINE_MIN_SAMPLES
 from harness.analysis.submission_rules import (
     ACCELERATOR_FIELDS,
-    BENCHMARKS,
     CHECKER_VERSIONS,
     MEANINGFUL_FIELDS,
     SYSTEM_FIELDS,
+    SYSTEM_TYPES,
+    accuracy_figures,
     accuracy_line,
     accuracy_problems,
     official_settings,
@@ -46,6 +49,7 @@ from harness.config.run_config import read_yaml
 from harness.errors import ConfigError, HarnessError, OutputError, SubmissionRefused
 from harness.results import folder
 from harness.results.text_accuracy import score_folder
+from harness.results.loadgen_log import INTERACTIVE, loadgen_scenario, read_detail
 
 __all__ = ["official_settings", "write_submission", "broken_rules", "system_description", "system_template"]
 
@@ -63,6 +67,12 @@ _USER_CONF_KEYS = {
 
 def _key(r: RunData) -> tuple[str, str]:
     return r.config["benchmark"], r.config["scenario"]
+
+
+def _folder_name(benchmark: str) -> str:
+    """results/<system>/<this>/: the checker's name (llama3.1-8b for LoadGen's llama3_1-8b)."""
+    bench = BENCHMARKS.get(benchmark)
+    return bench.checker_name if bench else ("unnamed" if benchmark == "*" else benchmark)
 
 
 @dataclass
@@ -140,12 +150,11 @@ def broken_rules(runs: list[RunData], division: str = "open", audits: list[Audit
         official = official_settings(benchmark, scenario)
         for r in modes["PerformanceOnly"]:
             broken += _performance_rules(name, r, official, division)
+            broken += _loadgen_error_rules(name, r)
         for r in modes["AccuracyOnly"]:
-            value = (r.summary.get("accuracy") or {}).get("value")
-            if value is None:
-                broken.append(f"{name}: {r.run_dir.name} has no accuracy figure (the dataset needs labels)")
             eff = r.summary["loadgen"].get("effective_settings") or {}
-            broken += accuracy_problems(name, r.run_dir.name, benchmark, division, eff, value)
+            broken += accuracy_problems(name, r.run_dir.name, benchmark, division, eff, accuracy_figures(r.summary))
+            broken += _loadgen_error_rules(name, r)
         broken += _compliance_rules(name, benchmark, scenario, modes, audits, division, official)
     by_benchmark: dict[str, set[str]] = {}
     for benchmark, scenario in groups:
@@ -176,8 +185,9 @@ def _compliance_rules(name: str, benchmark: str, scenario: str, modes: dict[str,
             broken.append(f"{name}: {len(found)} {test} audits ({', '.join(a.folder.name for a in found)}); pass one")
             continue
         audit = found[0]
-        broken += [rule.replace(f"{name}: ", f"{name}: {test}: ", 1)
-                   for rule in _performance_rules(name, audit.run, official, division, audit=True)]
+        if test in JUDGED_HERE:  # the checker runs its performance checks on these audits' logs only
+            broken += [rule.replace(f"{name}: ", f"{name}: {test}: ", 1)
+                       for rule in _performance_rules(name, audit.run, official, division, audit=True)]
         if len(perf) == 1:
             passed, files = compliance_files(audit, perf[0], acc[0] if len(acc) == 1 else None)
             if not passed:
@@ -233,14 +243,18 @@ def _performance_rules(name: str, r: RunData, official: dict[str, int], division
     # (24,576 for resnet50: its effective min_query_count is always 1)
     if scenario == "Offline" and division == "closed":
         samples = int(eff.get("samples_per_query") or 0)
-        if samples < official["min_query_count"]:
+        # the checker's count (OFFLINE_MIN_SPQ_SINCE_V4), where mlperf.conf has none (gpt-oss-120b)
+        wanted = max(official["min_query_count"] or 0, OFFLINE_MIN_SAMPLES.get(r.config["benchmark"], 0))
+        if samples < wanted:
             broken.append(f"{name}: {samples:,} samples in the Offline query, under the official "
-                          f"{official['min_query_count']:,} (raise offline_expected_qps or min_duration_s)")
+                          f"{wanted:,} (raise offline_expected_qps or min_duration_s)")
     if official.get("performance_sample_count") and (eff.get("performance_sample_count") or 0) < official["performance_sample_count"]:
         broken.append(f"{name}: performance sample count {eff.get('performance_sample_count')} is under the official "
                       f"{official['performance_sample_count']} (drop the performance_sample_count override, or use a "
                       "dataset of at least that many samples)")
-    if scenario == "Server" and (eff.get("target_latency_ns") or 0) > official["server_target_latency_ns"]:
+    # an LLM's Server is bounded by TTFT/TPOT (mlperf.conf sets its target_latency to 0): _token_rules
+    if (scenario == "Server" and official["server_target_latency_ns"]
+            and (eff.get("target_latency_ns") or 0) > official["server_target_latency_ns"]):
         broken.append(f"{name}: target latency {eff['target_latency_ns'] / 1e6:g} ms is over the benchmark's "
                       f"{official['server_target_latency_ns'] / 1e6:g} ms")
     for seed in SEEDS:
@@ -252,7 +266,52 @@ def _performance_rules(name: str, r: RunData, official: dict[str, int], division
         for key in ("performance_issue_same", "performance_issue_unique"):
             if eff.get(key):
                 broken.append(f"{name}: {key} is on: that is an audit setting, not a submission run")
+    return broken + _token_rules(name, r)
+
+
+def _token_rules(name: str, r: RunData) -> list[str]:
+    """An LLM's performance run (performance_check.py llm_check, get_performance_metric_check):
+    token latencies requested, the scenario's result metric in the log, and in Server and
+    Interactive both p99s strictly under the scenario's bounds. The checker reads the bounds
+    by the log's effective_scenario, Server even in an Interactive folder; the harness holds
+    an Interactive result to Interactive's own, which the rules mean."""
+    bench = BENCHMARKS.get(r.config["benchmark"])
+    if bench is None or not bench.is_llm:
+        return []
+    scenario = r.config["scenario"]
+    values, _, _ = read_detail(r.run_dir)
+    broken = []
+    if not values.get("requested_use_token_latencies"):
+        broken.append(f"{name}: {r.run_dir.name} ran without use_token_latencies; the checker requires it for "
+                      "an LLM benchmark (drop the use_token_latencies=false override)")
+        return broken
+    metric = bench.metric.get(scenario)
+    if metric and values.get(metric) is None:
+        broken.append(f"{name}: {r.run_dir.name}'s LoadGen log has no {metric}, the {scenario} result the checker reads")
+    limits = bench.token_limits.get(scenario)
+    if limits is None:
+        return broken
+    for what, key, bound in (("TTFT", "result_first_token_99.00_percentile_latency_ns", limits.ttft_ms),
+                             ("TPOT", "result_time_per_output_token_99.00_percentile_ns", limits.tpot_ms)):
+        value = values.get(key)
+        if value is None:
+            broken.append(f"{name}: {r.run_dir.name}'s LoadGen log has no {what} p99 ({key})")
+        elif value / 1e6 >= bound:
+            broken.append(f"{name}: {what} p99 {value / 1e6:,.1f} ms is not under {scenario}'s {bound:g} ms bound "
+                          f"({bench.checker_name})")
     return broken
+
+
+def _loadgen_error_rules(name: str, r: RunData) -> list[str]:
+    """LoadGen's logged errors fail the checker (performance_check.py and accuracy_check.py
+    loadgen_errors_check): for an LLM, a sample completed before its first token outside
+    Offline, or with fewer than 2 tokens."""
+    errors = r.summary["loadgen"].get("errors") or []
+    if not errors:
+        return []
+    shown = "; ".join(sorted({e.split(": ", 1)[-1] for e in errors})[:3])
+    return [f"{name}: LoadGen logged {len(errors)} error(s) in {r.run_dir.name} ({shown}); the checker rejects a log "
+            "with errors"]
 
 
 def _measured(system: dict[str, Any], runs: list[RunData]) -> dict[str, Any]:
@@ -281,10 +340,11 @@ def _measured(system: dict[str, Any], runs: list[RunData]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def system_description(runs: list[RunData], user: dict[str, Any], division: str, org: str) -> dict[str, Any]:
+def system_description(runs: list[RunData], user: dict[str, Any], division: str,
+                       org: str) -> tuple[dict[str, Any], list[str]]:
     """systems/<system>.json: every field the checker requires, from the runs where they
-    answer it, else the user's file (whose values win); the rest empty. Problems are
-    raised together, one line each."""
+    answer it, else the user's file (whose values win); the rest empty. With it, what the
+    checker would reject in it, one line each: listed with the runs' broken rules."""
     desc: dict[str, Any] = {k: "" for k in SYSTEM_FIELDS}
     desc.update(_measured(runs[0].system, runs))
     desc.update({k: v for k, v in user.items() if k not in ("measurements", "system_id")})
@@ -292,10 +352,7 @@ def system_description(runs: list[RunData], user: dict[str, Any], division: str,
     for key in ("accelerators_per_node", "number_of_nodes", "host_network_card_count"):
         if isinstance(desc.get(key), int):
             desc[key] = str(desc[key])  # "0" accelerators: a string, or the checker calls it empty
-    problems = system_problems(desc)
-    if problems:
-        raise ConfigError("\n".join(problems))
-    return desc
+    return desc, system_problems(desc)
 
 
 _TEMPLATE_HINTS = {
@@ -347,6 +404,8 @@ def _user_conf(r: RunData) -> str:
         return Path(path).read_text()
     lines = [f"# user.conf equivalent of {r.run_dir.name}/run.yaml, written by harness submission"]
     benchmark, scenario = _key(r)
+    if scenario == INTERACTIVE:  # LoadGen's keys for it: <model>-interactive.Server
+        benchmark, scenario = f"{benchmark}-interactive", loadgen_scenario(scenario)
     for key, (conf_key, scale) in _USER_CONF_KEYS.items():
         value = r.config.get(key)
         if value is not None:
@@ -414,8 +473,9 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
     runs = [_load(d) for d in run_dirs if not is_audit_folder(d)]
     if not runs:
         raise ConfigError("submission needs the performance and accuracy runs, not only audit folders")
-    desc = system_description(runs, user, division, org)
-    broken = broken_rules(runs, division, audits, str(desc.get("system_type") or ""))
+    desc, broken = system_description(runs, user, division, org)
+    system_type = str(desc.get("system_type") or "")
+    broken += broken_rules(runs, division, audits, system_type if system_type in SYSTEM_TYPES else "")
     root = out / division / _slug(org)
     if broken and not force:
         raise SubmissionRefused(
@@ -446,7 +506,7 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
     for r in runs:
         benchmark, scenario = _key(r)
         results.setdefault((benchmark, scenario), {})[r.config["mode"]] = r
-        base = root / "results" / system / ("unnamed" if benchmark == "*" else benchmark) / scenario
+        base = root / "results" / system / _folder_name(benchmark) / scenario
         if r.config["mode"] == "PerformanceOnly":
             for name in (folder.LOADGEN_SUMMARY, folder.LOADGEN_DETAIL):
                 copy(r.run_dir / name, base / "performance" / "run_1" / name)
@@ -467,7 +527,7 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
         if "PerformanceOnly" not in pair:
             continue
         benchmark, scenario = audit.key
-        base = root / "results" / system / benchmark / scenario
+        base = root / "results" / system / _folder_name(benchmark) / scenario
         _, compliance = compliance_files(audit, pair["PerformanceOnly"], pair.get("AccuracyOnly"))
         for rel, content in compliance.items():
             if isinstance(content, Path):
@@ -492,10 +552,24 @@ def _src_readme(org: str, division: str, runs: list[RunData], audits: list[Audit
             + "\nValidate with MLCommons' submission checker before submitting.\n")
 
 
+def result_metric(r: RunData) -> tuple[str, float | None] | None:
+    """The figure the checker reports for a performance run: RESULT_FIELD_NEW, or the
+    benchmark's override (tokens/s for an LLM; Interactive reads Server's, as the log's
+    effective_scenario does), from LoadGen's log."""
+    bench = BENCHMARKS.get(r.config["benchmark"])
+    key = bench.metric.get(r.config["scenario"]) if bench else None
+    if key is None:
+        return None
+    value = read_detail(r.run_dir)[0].get(key)
+    return key, float(value) if isinstance(value, (int, float)) else None
+
+
 def _scenario_readme(r: RunData, mark: str) -> str:
     benchmark, scenario = _key(r)
+    metric = result_metric(r)
+    result = f"Result ({metric[0]}, the checker's figure): {metric[1]}\n\n" if metric else ""
     return (
-        f"# {benchmark} {scenario}\n\n{mark}"
+        f"# {benchmark} {scenario}\n\n{mark}{result}"
         "Reproduce with loadgen-harness:\n\n"
         "```\nharness run -c harness_run_performance.yaml\nharness run -c harness_run_accuracy.yaml\n```\n\n"
         f"Model sha256: {r.manifest.get('sha256', {}).get('model')}\n"

@@ -3,8 +3,8 @@
 Read from the checker's source (mlcommons/inference, tools/submission/submission_checker,
 v6.1 config), not run here: the checker is not on PyPI, and it stays the judge. Each rule
 below names where the checker holds it, so a new checker version can be compared line by
-line. What the harness cannot know (a benchmark it has no entry for) it says, rather
-than pass silently.
+line; the benchmarks' own tables (resnet50, the LLMs) are in submission_benchmarks. What
+the harness cannot know (a benchmark it has no entry for) it says, rather than pass silently.
 
 The values LoadGen itself holds (durations, seeds, counts, Server's latency bound) are read
 from the mlperf.conf compiled into the installed LoadGen (`official_settings`), not copied.
@@ -16,11 +16,12 @@ import hashlib
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.submission_benchmarks import BENCHMARKS
 from harness.errors import HarnessError
+from harness.results.loadgen_log import INTERACTIVE, loadgen_scenario
 
 #: checker versions whose rules are implemented here; v6.1 is the one whose seeds LoadGen
 #: 6.0's compiled-in mlperf.conf carries
@@ -58,25 +59,6 @@ ACCURACY_LOG_MAX_BYTES = 10 * 1024  # constants.py MAX_ACCURACY_LOG_SIZE
 TRUNCATE_KEEP_CHARS = 4096  # truncate_accuracy_log.py: the first and last 4096 characters
 
 
-@dataclass(frozen=True)
-class Benchmark:
-    """A benchmark's entry in the checker's v6.1 tables."""
-
-    checker_name: str
-    dataset_size: int  # an accuracy run covers all of it (accuracy_check.py dataset_check, every division)
-    accuracy_key: str  # the name accuracy.txt's line starts with (constants.py ACC_PATTERN)
-    accuracy_target: float  # percent, closed division (constants.py accuracy-target)
-    edge_scenarios: tuple[str, ...]  # system_type edge: exactly these (loader.check_scenarios)
-    all_scenarios: tuple[str, ...]  # system_type datacenter,edge: exactly these
-    compliance: tuple[str, ...]  # closed division: these audits, in every scenario
-
-
-BENCHMARKS = {
-    "resnet50": Benchmark("resnet", 50_000, "accuracy", 76.46 * 0.99, ("SingleStream", "MultiStream", "Offline"),
-                          ("SingleStream", "MultiStream", "Offline", "Server"), ("TEST01", "TEST04")),
-}
-
-
 def official_settings(benchmark: str, scenario: str) -> dict[str, int]:
     """Minimum duration and query count, seeds, performance sample count and Server's
     latency bound from the installed LoadGen's mlperf.conf, read in a throwaway process
@@ -88,9 +70,13 @@ def official_settings(benchmark: str, scenario: str) -> dict[str, int]:
         "print(json.dumps({'rc': rc, 'min_duration_ms': ts.min_duration_ms, 'min_query_count': ts.min_query_count,"
         " 'qsl_rng_seed': ts.qsl_rng_seed, 'sample_index_rng_seed': ts.sample_index_rng_seed,"
         " 'schedule_rng_seed': ts.schedule_rng_seed, 'performance_sample_count': ts.performance_sample_count_override,"
-        " 'server_target_latency_ns': ts.server_target_latency_ns}))\n"
+        " 'server_target_latency_ns': ts.server_target_latency_ns, 'use_token_latencies': ts.use_token_latencies,"
+        " 'ttft_latency_ns': ts.ttft_latency, 'tpot_latency_ns': ts.tpot_latency}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, benchmark, scenario], capture_output=True, text=True, timeout=60)
+    # Interactive: LoadGen's Server with mlperf.conf's <model>-interactive entries
+    model = f"{benchmark}-interactive" if scenario == INTERACTIVE else benchmark
+    out = subprocess.run([sys.executable, "-c", code, model, loadgen_scenario(scenario)], capture_output=True, text=True,
+                         timeout=60)
     if out.returncode != 0:
         raise HarnessError(f"cannot read LoadGen's mlperf.conf: {out.stderr.strip().splitlines()[-1:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
@@ -123,19 +109,34 @@ def system_problems(desc: dict[str, Any]) -> list[str]:
 
 
 def scenario_problems(benchmark: str, scenarios: set[str], system_type: str, division: str) -> list[str]:
-    """The closed division's scenario set per system_type (loader.check_scenarios)."""
+    """The closed division's scenario set per system_type (loader.py check_scenarios): every
+    required one, nothing outside required and optional, and one of Interactive and Server
+    when both are optional (the LLMs in a datacenter)."""
     bench = BENCHMARKS.get(benchmark)
     if division == "open" or bench is None or not system_type:
         return []
-    if system_type == "datacenter":
-        return [f"{benchmark}: system_type datacenter has no {benchmark} entry in the checker's scenario tables "
-                f"(it stops with a traceback): use edge ({', '.join(bench.edge_scenarios)}) or datacenter,edge "
-                f"({', '.join(bench.all_scenarios)})"]
-    want = bench.edge_scenarios if system_type == "edge" else bench.all_scenarios
-    if scenarios != set(want):
-        return [f"{benchmark}: system_type {system_type} in the {division} division needs exactly the scenarios "
-                f"{', '.join(want)}; these runs have {', '.join(sorted(scenarios))}"]
-    return []
+    entry = bench.scenarios_for(system_type)
+    if entry is None:
+        known = " or ".join(f"{t} ({', '.join(bench.required[t])})" for t in bench.required)
+        return [f"{benchmark}: system_type {system_type} has no {bench.checker_name} entry in the checker's scenario "
+                f"tables (it stops with a traceback): use {known}"]
+    required, optional = entry
+    either = {"Interactive", "Server"} <= set(optional)
+    missing = [s for s in required if s not in scenarios]
+    if either and not scenarios & {"Interactive", "Server"}:
+        missing.append("one of Interactive or Server")
+    unknown = sorted(scenarios - set(required) - set(optional))
+    if not missing and not unknown:
+        return []
+    if not optional:
+        want = f"exactly the scenarios {', '.join(required)}"
+    else:
+        want = f"{', '.join(required)}" + (" and one of Interactive or Server" if either else
+                                         f" (optional: {', '.join(optional)})")
+    detail = "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
+                                         f"{', '.join(unknown)} not allowed" if unknown else "") if part)
+    return [f"{benchmark}: system_type {system_type} in the {division} division needs {want}; these runs have "
+            f"{', '.join(sorted(scenarios))} ({detail})"]
 
 
 def accuracy_line(metric: str | None, value: float | None, correct: int | None, total: int | None,
@@ -145,26 +146,69 @@ def accuracy_line(metric: str | None, value: float | None, correct: int | None, 
     if value is None:
         return "no accuracy metric: the dataset has no labels"
     bench = BENCHMARKS.get(benchmark)
-    key = bench.accuracy_key if bench else (metric or "accuracy")
+    key = "accuracy" if bench is None or bench.accuracy_targets[0][0] == "acc" else (metric or "accuracy")
     return f"{key}={value * 100:.3f}%, good={correct}, total={total}"
 
 
+#: summary.json's figures under the names of the checker's ACC_PATTERN keys
+_TEXT_FIGURES = {"ROUGE1": ("rouge", "rouge1"), "ROUGE2": ("rouge", "rouge2"), "ROUGEL": ("rouge", "rougeL"),
+                 "ROUGELSUM": ("rouge", "rougeLsum"), "GEN_LEN": ("rouge", "gen_len"),
+                 "exact_match": ("exact_match", "exact_match")}
+
+
+def accuracy_figures(summary: dict[str, Any]) -> dict[str, float]:
+    """A run's accuracy figures by the checker's ACC_PATTERN keys, in the units its
+    accuracy.txt patterns read: percent for acc/ROUGE/exact match, characters for GEN_LEN,
+    tokens for TOKENS_PER_SAMPLE (summary.json's `accuracy` for tensors, `text_accuracy` for text)."""
+    out: dict[str, float] = {}
+    acc = summary.get("accuracy") or {}
+    if acc.get("value") is not None:
+        out["acc"] = float(acc["value"]) * 100
+    text = summary.get("text_accuracy") or {}
+    for key, (section, name) in _TEXT_FIGURES.items():
+        value = (text.get(section) or {}).get(name)
+        if isinstance(value, (int, float)):
+            out[key] = float(value)
+    tokens = [(text.get(s) or {}).get("tokens_per_sample") for s in ("rouge", "exact_match")]
+    tokens = [t for t in tokens if isinstance(t, (int, float))]
+    if tokens:
+        out["TOKENS_PER_SAMPLE"] = float(tokens[0])
+    return out
+
+
 def accuracy_problems(name: str, run_name: str, benchmark: str, division: str, eff: dict[str, Any],
-                      value: float | None) -> list[str]:
-    """The accuracy run's rules: the whole dataset (every division), and in the closed
-    division the benchmark's accuracy target."""
+                      figures: dict[str, float]) -> list[str]:
+    """The accuracy run's rules: the whole dataset (every division; gpt-oss-120b's accuracy
+    subset), and in the closed division each of the benchmark's targets and upper limits
+    (accuracy_check.py accuracy_result_check, dataset_check)."""
     bench = BENCHMARKS.get(benchmark)
     if bench is None:
         return [f"{name}: the harness has no entry for {benchmark} in the checker's tables (dataset size, accuracy "
                 "target): check the folder with the official checker"]
     problems = []
     count = eff.get("accuracy_sample_count")
-    if count != bench.dataset_size:
-        problems.append(f"{name}: the accuracy run {run_name} covers {count:,} samples; the checker wants the whole "
-                        f"{benchmark} dataset, {bench.dataset_size:,} (in every division)")
-    if division == "closed" and value is not None and value * 100 < bench.accuracy_target:
-        problems.append(f"{name}: accuracy {value * 100:.3f}% is under the closed division's target "
-                        f"{bench.accuracy_target:.4f}% (99 % of the reference)")
+    if count != bench.accuracy_count:
+        whole = "the whole" if bench.accuracy_count == bench.dataset_size else "its accuracy set of"
+        problems.append(f"{name}: the accuracy run {run_name} covers {count or 0:,} samples; the checker wants {whole} "
+                        f"{benchmark} dataset, {bench.accuracy_count:,} (in every division)")
+    if not figures:
+        problems.append(f"{name}: {run_name} has no accuracy figure (the dataset needs labels or references)")
+    if division != "closed":
+        return problems
+    for key, target in bench.accuracy_targets:
+        value = figures.get(key)
+        if value is None:
+            if figures:
+                problems.append(f"{name}: {run_name} has no {key} figure; the closed division's target is {target:,.4f}")
+        elif value < target:
+            what = "%" if key in ("acc", "exact_match") or key.startswith("ROUGE") else ""
+            problems.append(f"{name}: {key} {value:,.4f}{what} is under the closed division's target {target:,.4f}{what}"
+                            + (" (99 % of the reference)" if key == "acc" else ""))
+    for key, limit in bench.accuracy_upper:
+        value = figures.get(key)
+        if value is not None and value > limit:
+            problems.append(f"{name}: {key} {value:,.4f} is over the closed division's upper limit {limit:,.4f} "
+                            "(generated length outside the reference's window)")
     return problems
 
 

@@ -29,6 +29,7 @@ from harness.config.loadgen_settings import build_test_settings, merged_conf_tex
 from harness.config.run_config import SERVER_AUTO_BATCH, RunConfig, validate_backend_options
 from harness.errors import EXIT_INTERNAL, BackendError, ConfigError, HarnessError, OutputError
 from harness.results import folder
+from harness.results.loadgen_log import loadgen_scenario
 
 
 def resolve_workers(config: RunConfig, host_cores_backend: bool) -> tuple[int, int]:
@@ -51,7 +52,7 @@ def resolve_max_batch(config: RunConfig, batches_freely: bool) -> int:
     """The run's max_batch, or its default once the backend is loaded (see SERVER_AUTO_BATCH)."""
     if config.max_batch is not None:
         return config.max_batch
-    if config.scenario == "Server" and batches_freely:
+    if loadgen_scenario(config.scenario) == "Server" and batches_freely:
         return SERVER_AUTO_BATCH
     return 1
 
@@ -223,7 +224,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     warmup_s = time.perf_counter() - t0 if sut_factory is None else sut_factory.warmup_s
 
     # A sample is a query in SingleStream and Server only, so only there do written samples count towards it.
-    progress = Progress(config.min_duration_s, config.min_query_count if config.scenario in ("SingleStream", "Server") else None)
+    counted = loadgen_scenario(config.scenario) in ("SingleStream", "Server")
+    progress = Progress(config.min_duration_s, config.min_query_count if counted else None)
     records = RecordWriter(run_dir, on_flush=progress)
     if lifeline is not None:
         lifeline.keep(records)  # a stop signal flushes what was recorded before the process ends

@@ -71,8 +71,9 @@ def config_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 _CONFIG_OPTIONS = [
     click.option("-c", "--config", "config_file", type=click.Path(path_type=Path), help="scenario YAML"),
-    click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline"]),
-                  help="LoadGen scenario [default: the config's, else Offline]"),
+    click.option("--scenario", type=click.Choice(["SingleStream", "MultiStream", "Server", "Offline", "Interactive"]),
+                  help="LoadGen scenario, or Interactive (an LLM benchmark's Server with mlperf.conf's "
+                  "interactive TTFT/TPOT bounds) [default: the config's, else Offline]"),
     click.option("--mode", type=click.Choice(["PerformanceOnly", "AccuracyOnly", "FindPeakPerformance", "SubmissionRun"]),
                   help="LoadGen test mode [default: PerformanceOnly]"),
     click.option("--backend", help="onnxruntime (the default), pytorch, pytorch-llm, http, synthetic "

@@ -8,6 +8,7 @@ from typing import Any
 
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
+from harness.results.loadgen_log import INTERACTIVE, loadgen_scenario
 
 # RunConfig key -> (TestSettings attribute, multiplier to LoadGen's unit)
 _DIRECT: dict[str, tuple[str, float | None]] = {
@@ -83,7 +84,10 @@ def check_conf_file(key: str, path: Path) -> None:
         name = words[0]
         if len(words) < 3 or words[1] != "=" or name.count(".") < 2:
             raise ConfigError(f"{where}: expected `model.scenario.key = value` (e.g. *.Offline.min_duration = 600000)")
-        _, scenario, setting = name.rsplit(".", 2)  # a model name may hold dots
+        model, scenario, setting = name.rsplit(".", 2)  # a model name may hold dots
+        if scenario == INTERACTIVE:
+            raise ConfigError(f"{where}: LoadGen has no Interactive scenario; it reads Interactive's settings as "
+                              f"`{model}-interactive.Server.{setting}` (the key --scenario Interactive uses)")
         if scenario not in CONF_SCENARIOS:
             hint = difflib.get_close_matches(scenario, CONF_SCENARIOS, n=1)
             raise ConfigError(f"{where}: unknown scenario {scenario!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
@@ -133,7 +137,7 @@ def coalescing_default(config: RunConfig) -> bool | None:
     (test_settings_internal.cc, outside the mlperf.conf-only keys), the submission checker
     does not look at it, and published closed-division harnesses set it.
     """
-    if config.scenario != "Server" or config.server_coalesce_queries is not None:
+    if loadgen_scenario(config.scenario) != "Server" or config.server_coalesce_queries is not None:
         return config.server_coalesce_queries
     for _, words in _conf_lines(merged_conf_text(config) or ""):
         if words[0].count(".") >= 2 and words[0].rsplit(".", 2)[1:] in (["Server", "coalesce_queries"],
@@ -142,14 +146,20 @@ def coalescing_default(config: RunConfig) -> bool | None:
     return True
 
 
+def conf_model(config: RunConfig) -> str:
+    """The model name LoadGen looks the conf keys up by: Interactive reads mlperf.conf's
+    `<model>-interactive` entries (its TTFT/TPOT bounds, and the same counts and seeds)."""
+    return f"{config.benchmark}-interactive" if config.scenario == INTERACTIVE else config.benchmark
+
+
 def build_test_settings(lg: Any, config: RunConfig, conf_path: Path | None) -> Any:
     ts = lg.TestSettings()
     if conf_path is not None:
-        rc = ts.FromConfig(str(conf_path), config.benchmark, config.scenario, 1)
+        rc = ts.FromConfig(str(conf_path), conf_model(config), loadgen_scenario(config.scenario), 1)
         if rc != 0:
             why = _FROMCONFIG_CODES.get(rc, f"code {rc}")
             raise ConfigError(f"LoadGen rejected conf file {conf_path}: {why}")
-    ts.scenario = getattr(lg.TestScenario, config.scenario)
+    ts.scenario = getattr(lg.TestScenario, loadgen_scenario(config.scenario))
     ts.mode = getattr(lg.TestMode, config.mode)
     for key, (attr, scale) in _DIRECT.items():
         value = getattr(config, key)

@@ -19,9 +19,21 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import ConfigError
+from harness.results.loadgen_log import INTERACTIVE, loadgen_scenario
 from harness.results.slo import TARGETS as SLO_TARGETS
 
-Scenario = Literal["SingleStream", "MultiStream", "Server", "Offline"]
+#: LoadGen's four, and MLPerf's Interactive: LoadGen's Server with the benchmark's
+#: `<model>-interactive` conf entries (harness.results.loadgen_log)
+Scenario = Literal["SingleStream", "MultiStream", "Server", "Offline", "Interactive"]
+#: mlperf.conf's LLMs, the models with `<model>.*.use_token_latencies = 1` (LoadGen 6.0.17's
+#: compiled-in conf; mlcommons/inference b66003e1 loadgen/mlperf.conf): TTFT/TPOT measured
+TOKEN_BENCHMARKS = frozenset({"llama2-70b", "mixtral-8x7b", "llama3_1-405b", "llama3_1-8b", "llama3_1-8b-edge",
+                              "deepseek-r1", "gpt-oss-120b"})
+#: those with `<model>-interactive.Server.ttft_latency` / `tpot_latency` entries there
+INTERACTIVE_BENCHMARKS = frozenset({"llama2-70b", "llama3_1-405b", "llama3_1-8b", "deepseek-r1", "gpt-oss-120b"})
+#: the submission checker's names of these, which mlperf.conf does not know
+_CHECKER_NAMES = {"llama3.1-8b": "llama3_1-8b", "llama3.1-8b-edge": "llama3_1-8b-edge", "llama3.1-405b": "llama3_1-405b",
+                  "llama2-70b-99": "llama2-70b", "llama2-70b-99.9": "llama2-70b"}
 #: a results folder is named <stamp>-<name>-<scenario>: no separators, no dot first, no newline
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]*$"
 # Bounds of what LoadGen and a machine can do: past them LoadGen overflows its integer
@@ -167,7 +179,10 @@ class RunConfig(BaseModel):
         "run", description="label used in the results folder name: letters, digits, '.', '_', '-'",
         pattern=NAME_PATTERN, max_length=64,
     )
-    scenario: Scenario = "Offline"
+    scenario: Scenario = Field(
+        "Offline", description="LoadGen's scenario; Interactive: an LLM benchmark's Server with mlperf.conf's "
+        "`<benchmark>-interactive` TTFT/TPOT bounds, reported and filed as Interactive",
+    )
     mode: Mode = "PerformanceOnly"
     backend: str = Field("onnxruntime", description="a name from `harness backends`")
     model: str | None = Field(None, description="model path or reference, as the backend takes it")
@@ -204,7 +219,10 @@ class RunConfig(BaseModel):
     # --- MLPerf conf files, read by LoadGen itself ---------------------------------------
     mlperf_conf: str | None = Field(None, description="an mlperf.conf-format file")
     user_conf: str | None = Field(None, description="a user.conf file")
-    benchmark: str = Field("*", description="model name the conf files are keyed by, e.g. resnet50")
+    benchmark: str = Field(
+        "*", description="model name the conf files are keyed by, mlperf.conf's: e.g. resnet50, llama3_1-8b, "
+        "llama2-70b, deepseek-r1, gpt-oss-120b",
+    )
     official_conf: bool | None = Field(
         None,
         description="load LoadGen's compiled-in mlperf.conf (official seeds, durations, counts) before any conf "
@@ -239,7 +257,9 @@ class RunConfig(BaseModel):
     multi_stream_samples_per_query: int | None = Field(None, ge=1, le=1 << 20)
     multi_stream_expected_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS)
     multi_stream_target_latency_percentile: float | None = Field(None, gt=0, lt=1)
-    use_token_latencies: bool | None = Field(None, description="LLM: TTFT/TPOT constraints")
+    use_token_latencies: bool | None = Field(
+        None, description="LLM: TTFT/TPOT constraints; default on for an LLM benchmark (mlperf.conf turns it on)"
+    )
     ttft_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS)
     tpot_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS)
     qsl_rng_seed: int | None = Field(None, ge=0, lt=2**64)
@@ -271,13 +291,37 @@ class RunConfig(BaseModel):
         None, description="per-request targets for goodput: ttft_ms, tpot_ms, e2e_ms (see docs/llm.md)"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _token_latencies_default(cls, data: Any) -> Any:
+        """An LLM benchmark measures TTFT/TPOT: mlperf.conf turns LoadGen's use_token_latencies
+        on for it, and the SUT must then report each first token, so the harness's default
+        follows (an explicit false stays: the submission rules name it)."""
+        if (isinstance(data, dict) and data.get("benchmark") in TOKEN_BENCHMARKS
+                and data.get("use_token_latencies") is None):
+            data = {**data, "use_token_latencies": True}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
+        if self.benchmark in _CHECKER_NAMES:
+            raise ValueError(f"benchmark {self.benchmark!r} is the submission checker's name; LoadGen's mlperf.conf "
+                             f"calls it {_CHECKER_NAMES[self.benchmark]!r}: use that (the submission folder takes "
+                             "the checker's)")
+        if self.scenario == INTERACTIVE and self.benchmark not in INTERACTIVE_BENCHMARKS:
+            raise ValueError(f"scenario Interactive is an LLM benchmark's Server with mlperf.conf's tighter TTFT/TPOT "
+                             f"bounds; benchmark {self.benchmark!r} has none: name one of "
+                             f"{', '.join(sorted(INTERACTIVE_BENCHMARKS))}, or use Server")
+        if (self.scenario == INTERACTIVE and self.official_conf is False and not (self.mlperf_conf or self.user_conf)
+                and not (self.ttft_latency_ms and self.tpot_latency_ms)):
+            raise ValueError("scenario Interactive takes its TTFT/TPOT bounds from mlperf.conf's "
+                             f"{self.benchmark}-interactive entries, which official_conf false leaves unread: "
+                             "drop --no-mlperf-conf, or set ttft_latency_ms and tpot_latency_ms")
         if self.max_duration_s and self.min_duration_s and self.max_duration_s < self.min_duration_s:
             raise ValueError("max_duration_s is below min_duration_s")
         if self.max_query_count and self.min_query_count and self.max_query_count < self.min_query_count:
             raise ValueError("max_query_count is below min_query_count")
-        if self.mode == "FindPeakPerformance" and self.scenario != "Server":
+        if self.mode == "FindPeakPerformance" and loadgen_scenario(self.scenario) != "Server":
             raise ValueError("mode FindPeakPerformance only exists for the Server scenario")
         if self.issue_inline and self.scenario not in ("SingleStream", "MultiStream"):
             raise ValueError(

@@ -87,6 +87,29 @@ def verdict(summary: dict[str, Any]) -> str:
 HEADLINE_TOLERANCE = 0.10
 
 
+def token_line(summary: dict[str, Any], official: dict[str, Any]) -> str:
+    """What a token run is about, LoadGen's figures (token latencies, tokens/s): each p99
+    beside the bound LoadGen judged it by (Server, Interactive), and the bound it broke named."""
+    bounds = ((summary.get("tokens") or {}).get("loadgen") or {})
+    over = []
+
+    def part(name: str, key: str) -> str:
+        p50, p99, bound = official.get(f"{key}_p50"), official.get(f"{key}_p99"), bounds.get(f"{key}_bound_ms")
+        text = f"{name} p50/p99 {ms(p50)}/{ms(p99)} ms"
+        if bound:
+            text += f" (bound {bound:g} ms)"
+            if p99 is not None and p99 >= bound:
+                over.append(f"{name} p99 {ms(p99)} ms is over its {bound:g} ms bound")
+        return text
+
+    parts = [part("TTFT", "ttft")]
+    if official.get("tpot_p50") is not None:
+        parts.append(part("TPOT", "tpot"))
+    if official.get("output_tokens_per_s"):
+        parts.append(f"LoadGen {rate(official['output_tokens_per_s'])} tok/s")
+    return " · ".join(parts + [f"OVER: {'; '.join(over)}"] if over else parts)
+
+
 def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     """One line each: validity, speed, reliability, cost — the glance a reader needs."""
     run, ours, lg = summary["run"], summary["harness"], summary["loadgen"]
@@ -105,11 +128,7 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     lines.append(speed)
     official = metrics.from_summary(summary)
     if summary.get("tokens") and official.get("ttft_p50") is not None:
-        # what a token run is about, LoadGen's figures where it has them (token latencies)
-        tpot = (f" · TPOT {ms(official['tpot_p50'])}/{ms(official['tpot_p99'])}"
-                if official.get("tpot_p50") is not None else "")
-        tps = f" · {rate(official['output_tokens_per_s'])} tok/s" if official.get("output_tokens_per_s") else ""
-        lines.append(f"TTFT p50/p99 {ms(official['ttft_p50'])}/{ms(official['ttft_p99'])} ms{tpot}{tps}")
+        lines.append(token_line(summary, official))
     if run["scenario"] != "Offline" and lat and ours_lat and abs(ours_lat / lat - 1) > HEADLINE_TOLERANCE:
         # the official figure leads; ours is said for what it is, with the likely cause
         delay = (summary.get("agreement") or {}).get("issue_delay_ms")

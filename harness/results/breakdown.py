@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from harness.results import folder
+from harness.results.loadgen_log import loadgen_scenario
 from harness.results.records import ok_mask
 from harness.results.stats import NS_PER_MS, distribution
 
@@ -145,7 +146,7 @@ def rates(summary: dict[str, Any]) -> dict[str, Any]:
     target and offered means the load generator (the client) fell behind; between offered
     and completed, the SUT did.
     """
-    scenario = summary["run"]["scenario"]
+    scenario = loadgen_scenario(summary["run"]["scenario"])
     lg = summary.get("loadgen") or {}
     ours = summary.get("harness") or {}
     eff = lg.get("effective_settings") or {}

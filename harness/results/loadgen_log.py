@@ -10,6 +10,17 @@ from harness.results.folder import LOADGEN_ACCURACY as ACCURACY
 from harness.results.folder import LOADGEN_DETAIL as DETAIL
 
 
+#: MLPerf's Interactive scenario: not one of LoadGen's, but its Server run with the
+#: benchmark's `<model>-interactive` mlperf.conf entries (tighter TTFT/TPOT bounds); results
+#: are reported, and filed, as Interactive, while LoadGen's log says Server
+INTERACTIVE = "Interactive"
+
+
+def loadgen_scenario(scenario: str) -> str:
+    """The LoadGen scenario a harness scenario runs as: Interactive is Server."""
+    return "Server" if scenario == INTERACTIVE else scenario
+
+
 def read_detail(run_dir: Path) -> tuple[dict[str, Any], list[str], list[str]]:
     """key -> value (last wins), plus the error and warning messages LoadGen logged. The
     keys of _EVERY_VALUE also keep every value, in order, under their plural name."""

@@ -21,7 +21,7 @@ from harness.results.breakdown import rates
 from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
 from harness.results.loadgen_trace import read_trace_samples, split_against
-from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, read_accuracy_log, read_detail
+from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, loadgen_scenario, read_accuracy_log, read_detail
 from harness.results.text_accuracy import summary_section as text_accuracy
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
@@ -244,7 +244,7 @@ def min_success_rate_of(config: dict[str, Any]) -> float:
 def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
     # Each file is read once here and handed to the sections that need it.
     config = folder.read_run_config(run_dir) or {}
-    scenario = config["scenario"]
+    scenario = loadgen_scenario(config["scenario"])  # what LoadGen ran: Interactive is Server
     child = folder.read_json(run_dir, folder.CHILD) or {}
     lg, lg_errors, lg_warnings = read_detail(run_dir)
 
@@ -342,7 +342,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "run": {
             "name": config["name"],
-            "scenario": scenario,
+            "scenario": config["scenario"],
             "mode": config["mode"],
             "backend": config["backend"],
             "model": config.get("model"),

@@ -46,6 +46,7 @@ import numpy as np
 from harness.data.prompts import expected_reusable_fraction
 from harness.results import folder
 from harness.results.kv_cache import KvShape
+from harness.results.loadgen_log import loadgen_scenario
 from harness.results.records import Records
 from harness.results.slo import evaluate, parse_slo
 from harness.results.stats import NS_PER_MS, PERCENTILES, percentile_key, ratio, weighted_distribution
@@ -107,6 +108,10 @@ def _loadgen_tokens(lg: dict[str, Any], scenario: str) -> dict[str, Any]:
         "ttft_ms": ttft if any(v is not None for v in ttft.values()) else None,
         "tpot_ms": tpot if any(v is not None for v in tpot.values()) else None,
         "output_tokens_per_s": float(rate) if isinstance(rate, (int, float)) else None,
+        # the bounds LoadGen judged by (Server, Interactive): the detail log's requested ones,
+        # whichever of mlperf.conf, user.conf or the run's settings set them
+        "ttft_bound_ms": ms("requested_server_ttft_latency") if scenario == "Server" else None,
+        "tpot_bound_ms": ms("requested_server_tpot_latency") if scenario == "Server" else None,
         "ttft_early_stopping": (lg.get("early_stopping_ttft_result") or "").strip() or None,
         "tpot_early_stopping": (lg.get("early_stopping_tpot_result") or "").strip() or None,
     }
@@ -204,7 +209,7 @@ def token_summary(
     ours["cached_input_tokens"] = int(sum(x for x in cached if x is not None)) if any(reported) else None
     ours["prompt_cache"] = _prompt_cache(c, ok, ttft_all, cached, (child.get("dataset") or {}).get("prefix"))
     ours["kv_cache"] = _kv_cache(per_req, ok, ((child.get("backend") or {}).get("kv_cache") or {}).get("shape"))
-    lg = _loadgen_tokens(lg, config.get("scenario", ""))
+    lg = _loadgen_tokens(lg, loadgen_scenario(config.get("scenario", "")))
     agreement: dict[str, float | None] = {}
     if lg["ttft_ms"]:
         for k in ("p50", "p90", "p99"):

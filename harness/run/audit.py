@@ -42,7 +42,7 @@ from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
 from harness.results import folder, metrics
 from harness.results.explain import FIX_MARGIN
-from harness.results.loadgen_log import read_accuracy_log
+from harness.results.loadgen_log import loadgen_scenario, read_accuracy_log
 from harness.run import runner
 from harness.run.sizing import size_offline
 
@@ -125,7 +125,7 @@ _OLD_FIGURE_NAMES = {"throughput": "throughput_per_s", "latency_p90": "latency_p
 
 def _speed_figure(summary: dict[str, Any]) -> tuple[str, float | None, bool]:
     """(metric name, value, higher is faster) for TEST04, per scenario."""
-    name = _TEST04_METRIC[summary["run"]["scenario"]]
+    name = _TEST04_METRIC[loadgen_scenario(summary["run"]["scenario"])]
     return name, metrics.from_summary(summary)[name], metrics.BY_NAME[name].higher_is_better
 
 
@@ -160,12 +160,12 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
     _, aud_v, _ = _speed_figure(aud.summary)
     figures: dict[str, Any] = {"metric": name, "figure": _OLD_FIGURE_NAMES[name], "reference": ref_v, "audit": aud_v,
                                "reference_run": str(ref.run_dir), "audit_run": str(aud.run_dir),
-                               "max_speedup": TEST04_MAX_SPEEDUP[config.scenario], "sizing": sizing,
+                               "max_speedup": TEST04_MAX_SPEEDUP[loadgen_scenario(config.scenario)], "sizing": sizing,
                                "reference_validity": ref.summary["validity"]["result"],
                                "audit_validity": aud.summary["validity"]["result"]}
     if len(rates) > 1:
         figures["reference_rates"] = rates
-    limit = TEST04_MAX_SPEEDUP[config.scenario]
+    limit = TEST04_MAX_SPEEDUP[loadgen_scenario(config.scenario)]
     refusal = _cannot_judge(ref.summary, aud.summary)
     speedup = None
     if ref_v and aud_v and aud.summary["status"] == "complete":

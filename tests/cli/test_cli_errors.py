@@ -111,3 +111,13 @@ def test_inconsistent_settings(tmp_path, bad, named):
     args = [a for kv in bad.split() for a in ("--set", kv)]
     msg = one_error_line(harness("run", "--backend", "synthetic", *args, "--output-dir", str(tmp_path)))
     assert named in msg
+
+
+def test_interactive_for_a_benchmark_without_interactive_bounds(tmp_path):
+    """Interactive is an LLM benchmark's Server with mlperf.conf's interactive entries; for
+    resnet50 there are none, and LoadGen would silently run a plain Server."""
+    msg = one_error_line(harness("run", "--backend", "synthetic", "--scenario", "Interactive", "--benchmark", "resnet50",
+                                 "--output-dir", str(tmp_path)))
+    assert "scenario Interactive" in msg and "'resnet50' has none" in msg and "llama3_1-8b" in msg
+    msg = one_error_line(harness("run", "--backend", "synthetic", "--benchmark", "llama3.1-8b", "--output-dir", str(tmp_path)))
+    assert "mlperf.conf calls it 'llama3_1-8b'" in msg

@@ -147,6 +147,9 @@ def test_errors_from_a_file_name_its_line(tmp_path: Path):
         ("*.Offline.min_duraton = 1000", "LoadGen has no setting 'min_duraton' (did you mean 'min_duration'?)"),
         ("*.Ofline.min_duration = 1000", "unknown scenario 'Ofline' (did you mean 'Offline'?)"),
         ("min_duration = 1000", "expected `model.scenario.key = value`"),
+        ("llama3_1-8b.Interactive.ttft_latency = 400",
+         "LoadGen has no Interactive scenario; it reads Interactive's settings as "
+         "`llama3_1-8b-interactive.Server.ttft_latency`"),
     ],
 )
 def test_conf_file_typos_are_refused(tmp_path: Path, line: str, expect: str):
