@@ -10,15 +10,18 @@ calls, with Ray's reason, and the others finish the run."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ray  # noqa: F401 - the ray extra, which make test installs: these fail rather than skip without it
 
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
+from harness.results.records import read_records
 from harness.run import runner
 from tests.support.http_servers import ServerThread, Timing, openai_app
 from tests.support.ray_nodes import HEAD_IP, RayNodes
@@ -91,3 +94,68 @@ def test_a_request_no_node_can_hold_is_one_line_before_the_test(nodes, tmp_path,
     assert str(refused.value).startswith(line) and "\n" not in str(refused.value)
     assert time.monotonic() - t0 < 60  # refused, not waited for (Ray would wait forever)
     assert not list(tmp_path.glob("*/mlperf_log_summary.txt"))  # no test ran
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["machine", "raylet"])
+def test_a_node_lost_mid_run_fails_only_its_replicas_calls(nodes, tmp_path, whole):
+    """SIGKILL one worker node 1.5 s into the timed test: the whole node (raylet, workers,
+    agents), or its raylet alone (its replica's process then answers for a few seconds
+    more). Its replica's calls fail with Ray's account of the node's death; the replicas
+    on the nodes that lived serve the rest, with every record kept."""
+    config = _replicas(nodes, scenario="Server", target_qps=100, min_duration_s=4, min_query_count=300,
+                       min_success_rate=0)
+    killed: list[tuple[Any, int]] = []
+
+    def kill() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            for path in tmp_path.glob("*/cluster.json"):
+                try:
+                    node_id = json.loads(path.read_text())["replicas"][1]["node_id"]
+                except (ValueError, KeyError, IndexError):
+                    continue
+                time.sleep(1.5)
+                node = nodes.node_of(node_id)
+                killed.append((node, nodes.kill(node, whole)))
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    try:
+        out = runner.run(config, tmp_path)
+        thread.join()
+    finally:
+        thread.join(timeout=5)
+        for node, _ in killed:
+            nodes.replace(node)
+    assert killed
+    s, cluster = out.summary, _cluster(out.run_dir)
+    assert s["status"] == "complete"  # on_loss: continue
+    assert s["harness"]["samples"] == s["loadgen"]["query_count"]  # every sample completed exactly once
+    lost = [r for r in s["replicas"] if r["lost"]]
+    assert [r["replica"] for r in lost] == [1] and cluster["lost"] == [1]
+    # The whole node: its replica's in-flight calls fail, no more. The raylet alone: its
+    # replica's process answers until it notices (~3 s), so the kill may cost no call;
+    # the replica is marked lost all the same, when Ray refuses LoadGen's unload.
+    assert (1 if whole else 0) <= lost[0]["failed"] <= 2 * 4
+    assert s["harness"]["failures_by_reason"] == ({"ReplicaLost": lost[0]["failed"]} if lost[0]["failed"] else {})
+    lived = [r for r in s["replicas"] if not r["lost"]]
+    assert all(r["failed"] == 0 for r in lived)
+    if whole:
+        assert all(r["samples"] > lost[0]["samples"] for r in lived)
+    rec = read_records(out.run_dir).columns
+    errors = {str(e) for e, st in zip(rec["error"], rec["status"]) if st != "ok"}
+    where = cluster["replicas"][1]
+    # Ray's reason, and its final word: the node died (not "unavailable", its word until it knows)
+    assert all(e.startswith(f"ReplicaLost: replica 1 (pid {where['pid']} on {where['address']}) died: The actor "
+                            "died because its node has died.") for e in errors), errors
+    # no record lost from the nodes that lived: each of their samples is in the records, ok
+    worker = np.asarray(rec["worker"])
+    ok = np.asarray(rec["status"]) == "ok"
+    for r, replica in zip(s["replicas"], cluster["replicas"]):
+        mine = np.isin(worker, replica["workers"])
+        assert int(mine.sum()) == r["samples"]
+        if not r["lost"]:
+            assert ok[mine].all()
+    assert len(worker) == s["loadgen"]["query_count"]
