@@ -59,13 +59,22 @@ def facts(ray: Any) -> dict[str, Any]:
 
 
 def check_room(cluster: dict[str, Any], what: str, count: int, need: dict[str, float], fix: str) -> None:
-    """Refuse a request the cluster can never place, instead of waiting for it."""
+    """Refuse a request the cluster can never place, instead of waiting for it: more in
+    all than the cluster has, or more for one member than any one node has (Ray would
+    wait forever for a node that fits it)."""
     have = cluster["resources"]
     for key, each in need.items():
         total = each * count
         if total and total > have.get(key, 0):
             raise ConfigError(f"distribute: {count} {what} x {each:g} {key} = {total:g} {key}, but the Ray cluster "
                               f"has {have.get(key, 0):g}; {fix}")
+    nodes = [n.get("resources", {}) for n in cluster.get("nodes") or []]
+    wanted = {key: each for key, each in need.items() if each}
+    if nodes and wanted and not any(all(n.get(k, 0) >= v for k, v in wanted.items()) for n in nodes):
+        one = " and ".join(f"{v:g} {k}" for k, v in wanted.items())
+        most = ", ".join(f"{max(n.get(k, 0) for n in nodes):g} {k}" for k in wanted)
+        raise ConfigError(f"distribute: each of the {count} {what} needs {one} on one node, but no node of the Ray "
+                          f"cluster's {len(nodes)} has that (the most on one node: {most}); {fix}")
 
 
 def where() -> dict[str, Any]:

@@ -24,6 +24,7 @@ version, its nodes and their resources) are returned by `cluster()` for cluster.
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 import time
@@ -159,15 +160,25 @@ class ReplicaClient:
 
     def _death(self, timeout: float) -> Exception | None:
         """Why Ray says the replica's actor is dead; None while it answers."""
-        from ray.exceptions import GetTimeoutError
+        from ray.exceptions import ActorUnavailableError, GetTimeoutError
 
-        try:
-            self._get(self._actor.where.remote(), timeout=timeout)
-        except self._actor_error as e:
-            return e
-        except GetTimeoutError:
-            return ChannelLost(f"neither the call nor Ray's ping answered in {timeout:g} s")
-        return None
+        # "Unavailable" is Ray's word while it does not yet know: the worker's socket has
+        # closed but its node is not yet declared dead. Ask again until Ray says why (its
+        # node died, its process was killed), or the time is up.
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._get(self._actor.where.remote(), timeout=max(0.1, deadline - time.monotonic()))
+            except ActorUnavailableError as e:
+                if time.monotonic() >= deadline:
+                    return e
+                time.sleep(0.2)
+                continue
+            except self._actor_error as e:
+                return e
+            except GetTimeoutError:
+                return ChannelLost(f"neither the call nor Ray's ping answered in {timeout:g} s")
+            return None
 
     def _check_alive(self) -> None:
         """Raises ReplicaLost when the replica's actor is dead (a call waiting on its channel)."""
@@ -176,14 +187,28 @@ class ReplicaClient:
             raise self._died(death)
 
     def _died(self, e: Exception) -> ReplicaLost:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         self.lost = (f"replica {self.replica} (pid {self._where.get('pid')} on {self._where.get('address')}) "
-                     f"died: {first[:200]}")
+                     f"died: {ray_reason(e)}")
         return ReplicaLost(self.lost)
 
     def close(self) -> None:
         if self._channel is not None:
             self._channel.close()
+
+
+#: the lines of Ray's ActorDiedError that name the actor rather than say why it died
+_ACTOR_FIELDS = re.compile(r"^\t(class_name|actor_id|pid|name|namespace|ip): ")
+
+
+def ray_reason(e: Exception) -> str:
+    """Ray's reason for an actor's death, on one line. Its ActorDiedError opens with "The
+    actor died unexpectedly before finishing this task." and the actor's fields; the why
+    ("...because its node has died. Node Id: ...", "...worker process has died") follows."""
+    lines = [line for line in str(e).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    why = [line.strip() for line in lines[1:] if not _ACTOR_FIELDS.match(line)]
+    return (" ".join(why) if why else lines[0])[:300]
 
 
 def _backend_error(e: Exception) -> Exception:
@@ -282,12 +307,31 @@ class ReplicaPool:
         return ReplicatedDataset(dataset, self)
 
     def load_samples(self, indices: list[int]) -> None:
-        ray = ray_cluster.ray_module()
-        ray.get([a.load_samples.remote(indices) for i, a in enumerate(self._actors) if i not in self.lost_replicas()])
+        self._on_live("load_samples", indices)
+        if len(self.lost_replicas()) == self.spec.replicas:
+            raise RunError(f"{self._clients[0].lost}; no replica is left to serve the test")
 
     def unload_samples(self, indices: list[int]) -> None:
+        self._on_live("unload_samples", indices)
+
+    def _on_live(self, method: str, indices: list[int]) -> None:
+        """LoadGen's load or unload on every replica not known lost. One that Ray reports
+        dead is marked lost (its workers stop before their next call) rather than failing
+        the run: a node's raylet can die while its replica's process still answers the
+        direct channel for a few seconds, so this call may be the first to hear of it
+        (the child used to end there, at the unload after the test, and Ray's driver then
+        crashed it with SIGSEGV)."""
         ray = ray_cluster.ray_module()
-        ray.get([a.unload_samples.remote(indices) for i, a in enumerate(self._actors) if i not in self.lost_replicas()])
+        lost = self.lost_replicas()
+        calls = {i: getattr(a, method).remote(indices) for i, a in enumerate(self._actors) if i not in lost}
+        for i, ref in calls.items():
+            try:
+                ray.get(ref, timeout=START_TIMEOUT_S)
+            except ray.exceptions.RayActorError as e:
+                mine = [c for c in self._clients if c.replica == i]
+                reason = mine[0]._died(e).args[0]
+                for client in mine:
+                    client.lost = reason
 
     def batches_freely(self) -> bool:
         return all(ray_cluster.ray_module().get([a.batches_freely.remote() for a in self._actors]))

@@ -36,7 +36,8 @@ from harness.child.clock_sync import clock_identity
 from harness.config import registry
 from harness.config.run_config import RunConfig
 
-#: a test's stand-in for a shard on another host: "SHARD:NS" adds NS to that shard's clock
+#: a test's stand-in for a shard on another host: "SHARD:NS" adds NS to that shard's clock,
+#: "SHARD:NS:PPM" also makes it run PPM parts per million fast (a drifting oscillator)
 SKEW_ENV = "HARNESS_TEST_SHARD_CLOCK_SKEW"
 
 #: the options of a streaming backend that are per client, so a shard takes its share
@@ -59,14 +60,13 @@ def shard_options(options: dict[str, Any], shards: int, index: int) -> dict[str,
     return out
 
 
-def injected_skew(index: int) -> int:
-    """The clock skew a test asked this shard to pretend (SKEW_ENV), else 0."""
-    spec = os.environ.get(SKEW_ENV, "")
-    if ":" in spec:
-        shard, ns = spec.split(":", 1)
-        if shard.strip() == str(index):
-            return int(ns)
-    return 0
+def injected_skew(index: int) -> tuple[int, float]:
+    """The clock skew (ns) and drift (ppm) a test asked this shard to pretend (SKEW_ENV),
+    else (0, 0)."""
+    parts = os.environ.get(SKEW_ENV, "").split(":")
+    if len(parts) >= 2 and parts[0].strip() == str(index):
+        return int(parts[1]), float(parts[2]) if len(parts) > 2 else 0.0
+    return 0, 0.0
 
 
 class ShardOutlet:
@@ -141,6 +141,8 @@ class ShardCore:
     def __init__(self, send: Callable[[Any], None]) -> None:
         self._send = send
         self._skew = 0
+        self._drift_ppm = 0.0
+        self._drift_from = 0
         self._offset = 0
         self._factory: Any = None
         self._sut: Any = None
@@ -151,11 +153,17 @@ class ShardCore:
 
     def raw_clock(self) -> int:
         """This shard's own clock, uncorrected (what a clock exchange reads)."""
-        return time.perf_counter_ns() + self._skew
+        now = time.perf_counter_ns()
+        if self._drift_ppm:
+            return now + self._skew + int((now - self._drift_from) * self._drift_ppm * 1e-6)
+        return now + self._skew
 
     def _clock(self) -> Callable[[], int]:
         """The clock every record stamp uses: the driver's, as near as the offset is known."""
         shift = self._skew - self._offset
+        if self._drift_ppm:
+            offset = self._offset
+            return lambda: self.raw_clock() - offset
         if not shift:
             return time.perf_counter_ns
         return lambda: time.perf_counter_ns() + shift
@@ -167,7 +175,8 @@ class ShardCore:
         self._index = spec["index"]
         self._limit = spec["limit"]
         self._return_outputs = spec["return_outputs"]
-        self._skew = injected_skew(self._index)
+        self._skew, self._drift_ppm = injected_skew(self._index)
+        self._drift_from = time.perf_counter_ns()
         cls = registry.get(config.backend)
         backend = cls(cls.Options(**spec["options"]))
         t0 = time.perf_counter()
@@ -184,7 +193,8 @@ class ShardCore:
             "pid": os.getpid(),
             "hostname": platform.node(),
             "python": platform.python_version(),
-            "clock_id": clock_identity() + (f":skewed {self._skew}" if self._skew else ""),
+            "clock_id": clock_identity() + (f":skewed {self._skew} {self._drift_ppm:g}ppm"
+                                             if self._skew or self._drift_ppm else ""),
             "fingerprint": dataset.fingerprint(),
             "load_s": load_s,
             "warmup_s": self._factory.warmup_s,

@@ -25,6 +25,7 @@ def replica_summary(rec: Records | None, cluster: dict[str, Any] | None) -> list
     lost = set(cluster.get("lost") or [])
     return [{
         "replica": replica["replica"],
+        "node_id": replica.get("node_id"),
         "address": replica.get("address"),
         "pid": replica.get("pid"),
         "gpu_ids": replica.get("gpu_ids"),
@@ -50,6 +51,7 @@ def shard_summary(rec: Records | None, cluster: dict[str, Any] | None,
         out.append({
             "shard": i,
             "hostname": shard.get("hostname"),
+            "node_id": shard.get("node_id"),
             "address": shard.get("address"),
             "pid": shard.get("pid"),
             **_served(worker == i, ok, latency),

@@ -194,6 +194,59 @@ def test_a_shard_whose_clock_is_off_is_measured_and_corrected(run_harness, monke
     assert s["client_shards"]["shards"][1]["clock"]["applied_us"] == pytest.approx(skew / 1e3, abs=1000)
 
 
+def test_a_drifting_clock_lines_up_with_the_servers_own_log_within_the_stated_bound(run_harness, monkeypatch):
+    """A shard whose clock reads +37 ms and runs 50 ppm fast, as another node's oscillator
+    may: its offset is measured before the test and again after (the drift), and its
+    corrected stamps agree with the truth server's own log (perf_counter_ns, the driver's
+    clock) to within what the harness states: the offset's uncertainty plus the drift
+    over the run (a constant offset is applied; the drift is measured, not corrected).
+
+    Requests go one at a time, so the i-th record is the server's i-th arrival, stamped
+    when its handler began. A request was sent before it arrived, and its first token,
+    which the server writes no sooner than TTFT after that stamp (it sleeps until then),
+    was read after it was written: so the shard's clock error e lies in
+    [max(dispatch - arrival), min(first token - arrival) - TTFT]. (The server's own write
+    stamps cannot bound it: taken after the write returns, on a busy machine the client
+    has sometimes read the chunk already.) Here that interval is about +-300 us wide (the
+    loopback hops), wider than the stated bound (~65 us): the server's log can contradict
+    the bound, as it would the uncorrected +37 ms, but cannot show it tight."""
+    import time
+
+    skew, ppm = 37_000_000, 50.0
+    monkeypatch.setenv("HARNESS_TEST_SHARD_CLOCK_SKEW", f"0:{skew}:{ppm:g}")
+    t = Timing(ttft_ms=5, tpot_ms=1, tokens=4)
+    arrivals: list[tuple[int, list[int]]] = []
+    t0 = time.perf_counter_ns()
+    with ServerThread(openai_app(t, arrivals=arrivals)) as srv:
+        run_dir, s = run_harness(
+            backend="http", scenario="Offline", dataset="synthetic:isl=8,osl=4,n=32",
+            backend_options=_opts(srv, max_in_flight=1, warmup_requests=0), min_duration_s=0.1,
+            min_query_count=96, offline_expected_qps=1, distribute={"client_processes": 1}, **TOKEN_RUN,
+        )
+    elapsed_ns = time.perf_counter_ns() - t0
+    c = _cluster(run_dir)["shards"][0]["clock"]
+    start = c["start"]
+    assert not c["same_clock"] and c["applied_offset_ns"] == start["offset_ns"]
+    # by the first estimate the clock had drifted a little from +37 ms: at most ppm x the run
+    assert abs(start["offset_ns"] - skew) <= start["uncertainty_ns"] + ppm * 1e-6 * elapsed_ns
+    test_ns = json.loads((run_dir / "child.json").read_text())["test_s"] * 1e9
+    slack = start["uncertainty_ns"] + c["end"]["uncertainty_ns"]
+    assert ppm * 1e-6 * test_ns - slack <= c["drift_ns"] <= ppm * 1e-6 * elapsed_ns + slack
+    rec = read_records(run_dir).columns
+    order = np.argsort(np.asarray(rec["dispatch_ns"]))
+    dispatch = np.asarray(rec["dispatch_ns"])[order]
+    first = np.asarray(rec["first_token_ns"])[order]
+    assert len(arrivals) == len(dispatch) == s["harness"]["samples"] == 96
+    arrived = np.asarray([a for a, _ in arrivals])
+    # 10 us: the server's sleep starts from a stamp read just before `arrived`
+    lo, hi = int((dispatch - arrived).max()), int((first - arrived).min() - t.ttft_ms * 1e6 + 10_000)
+    bound = start["uncertainty_ns"] + abs(c["drift_ns"])
+    measured = f"e in [{lo / 1e3:.1f}, {hi / 1e3:.1f}] us; stated bound {bound / 1e3:.1f} us; clock {c}"
+    assert lo <= hi, measured  # the two logs agree with each other at all
+    assert lo <= bound and hi >= -bound, measured  # uncorrected, e would be +37,000 us
+    assert s["client_shards"]["shards"][0]["clock"]["drift_us"] == pytest.approx(c["drift_ns"] / 1e3)
+
+
 # --- faults ------------------------------------------------------------------------------
 
 
