@@ -35,6 +35,7 @@ from harness.analysis.submission_rules import (
     ACCELERATOR_FIELDS,
     CHECKER_VERSIONS,
     MEANINGFUL_FIELDS,
+    measurements_problems,
     SYSTEM_FIELDS,
     SYSTEM_TYPES,
     accuracy_figures,
@@ -419,7 +420,7 @@ def _measurements(r: RunData, user: dict[str, Any]) -> dict[str, Any]:
     precision = backend.get("precision") or "fp32"
     model = r.config.get("model")
     data = {
-        "starting_weights_filename": Path(model).name if model else "none",
+        "starting_weights_filename": Path(model).name if model else "",  # none over HTTP: the user names it
         "retraining": "No",
         "input_data_types": precision,
         "weight_data_types": precision,
@@ -476,6 +477,10 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
     desc, broken = system_description(runs, user, division, org)
     system_type = str(desc.get("system_type") or "")
     broken += broken_rules(runs, division, audits, system_type if system_type in SYSTEM_TYPES else "")
+    for r in runs:  # each result's measurements.json, as written below from its performance run
+        if r.config["mode"] == "PerformanceOnly":
+            benchmark, scenario = _key(r)
+            broken += measurements_problems(f"{benchmark}/{scenario}", _measurements(r, user))
     root = out / division / _slug(org)
     if broken and not force:
         raise SubmissionRefused(

@@ -85,6 +85,21 @@ def official_settings(benchmark: str, scenario: str) -> dict[str, int]:
     return data
 
 
+# constants.py SYSTEM_IMP_REQUIRED_FILES: each result's measurements.json must give every one
+# a value (checks/measurements_checks.py required_fields_check: "missing meaningful value")
+MEASUREMENTS_FIELDS = ("input_data_types", "retraining", "starting_weights_filename", "weight_data_types",
+                       "weight_transformations")
+
+
+def measurements_problems(name: str, data: dict[str, Any]) -> list[str]:
+    """What the checker would reject in one result's measurements.json, with the fix."""
+    empty = [k for k in MEASUREMENTS_FIELDS if not data.get(k)]
+    if not empty:
+        return []
+    return [f"{name}: measurements.json's {', '.join(empty)} must have a value (the checker rejects empty ones; "
+            "a run with no model file, as over HTTP, names none): set it under measurements: in the --system-desc file"]
+
+
 def system_problems(desc: dict[str, Any]) -> list[str]:
     """What the checker would reject in a system description, one line each, with the fix."""
     problems = []

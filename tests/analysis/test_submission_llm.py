@@ -25,7 +25,9 @@ from tests.support.http_servers import ServerThread, Timing, openai_app
 SYSTEM = {"system_name": "Test box", "system_type": "datacenter", "status": "available",
           "host_processors_per_node": 1, "host_storage_capacity": "64 GB", "host_storage_type": "SSD",
           "host_memory_configuration": "a VM", "host_networking": "virtio", "host_network_card_count": 1,
-          "host_networking_topology": "N/A", "cooling": "air"}
+          "host_networking_topology": "N/A", "cooling": "air",
+          # over HTTP the run names no model file: the weights are named here
+          "measurements": {"starting_weights_filename": "SmolLM2-135M-Instruct.Q4_1.gguf"}}
 
 
 def _llm_run(root: Path, scenario: str, ttft_ms: float, tokens: int = 6) -> Path:
@@ -188,6 +190,17 @@ def test_system_description_problems_are_listed_with_the_run_rules(runs, tmp_pat
     assert any(r.startswith("system description: cooling must have a value") for r in rules), rules
     assert any("number_of_nodes 'two' must be a whole number" in r for r in rules)
     assert any("TTFT p99" in r for r in rules)
+
+
+def test_a_result_without_its_weights_named_is_refused_as_the_checker_refuses_it(runs, tmp_path):
+    """The checker's measurements_checks.py: "field starting_weights_filename is missing
+    meaningful value" (seen on a forced folder of HTTP runs). A run over HTTP has no model
+    file to name, so the system description must name the weights."""
+    system = {k: v for k, v in SYSTEM.items() if k != "measurements"}
+    rules = _rules([runs["offline"]], tmp_path, system=system)
+    assert ("llama3_1-8b/Offline: measurements.json's starting_weights_filename must have a value "
+            "(the checker rejects empty ones") in "\n".join(rules), rules
+    assert not any("starting_weights_filename" in r for r in _rules([runs["offline"]], tmp_path / "named"))
 
 
 def test_the_llm_layout_uses_the_checkers_names(runs, tmp_path):
