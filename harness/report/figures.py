@@ -87,9 +87,14 @@ def verdict(summary: dict[str, Any]) -> str:
 HEADLINE_TOLERANCE = 0.10
 
 
-def token_line(summary: dict[str, Any], official: dict[str, Any]) -> str:
+#: a headline line's most characters: the terminal indents it by 2 in 80 columns
+HEADLINE_WIDTH = 78
+
+
+def token_lines(summary: dict[str, Any], official: dict[str, Any]) -> list[str]:
     """What a token run is about, LoadGen's figures (token latencies, tokens/s): each p99
-    beside the bound LoadGen judged it by (Server, Interactive), and the bound it broke named."""
+    beside the bound LoadGen judged it by (Server, Interactive), and each bound it broke named
+    on a line of its own. One line while it fits the headline's width, else TPOT on its own."""
     bounds = ((summary.get("tokens") or {}).get("loadgen") or {})
     over = []
 
@@ -107,7 +112,11 @@ def token_line(summary: dict[str, Any], official: dict[str, Any]) -> str:
         parts.append(part("TPOT", "tpot"))
     if official.get("output_tokens_per_s"):
         parts.append(f"LoadGen {rate(official['output_tokens_per_s'])} tok/s")
-    return " · ".join(parts + [f"OVER: {'; '.join(over)}"] if over else parts)
+    joined = " · ".join(parts)
+    # the headline is printed indented by 2 in 80 columns: a longer line wraps mid-figure
+    fits = len(joined) <= HEADLINE_WIDTH or len(parts) == 1
+    lines = [joined] if fits else [" · ".join(parts[:1] + parts[2:]), parts[1]]
+    return lines + [f"OVER: {o}" for o in over]
 
 
 def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
@@ -128,7 +137,7 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     lines.append(speed)
     official = metrics.from_summary(summary)
     if summary.get("tokens") and official.get("ttft_p50") is not None:
-        lines.append(token_line(summary, official))
+        lines += token_lines(summary, official)
     if run["scenario"] != "Offline" and lat and ours_lat and abs(ours_lat / lat - 1) > HEADLINE_TOLERANCE:
         # the official figure leads; ours is said for what it is, with the likely cause
         delay = (summary.get("agreement") or {}).get("issue_delay_ms")
