@@ -33,7 +33,8 @@ from harness.errors import ResultsError
 from harness.results import folder
 from harness.results.loadgen_log import read_accuracy_log
 
-CI_METHOD = "normal approximation: mean ± 1.96 × sd / √n of the per-sample scores (x 100)"
+CI_METHOD = ("ROUGE: normal approximation, mean ± 1.96 × sd / √n of the per-sample scores (x 100); "
+             "exact match: Wilson score interval of the share correct")
 ACCURACY_MODES = ("AccuracyOnly", "SubmissionRun")
 #: ROUGE figures and their names as summary.json, compare and the CLI give them
 ROUGE_FIGURES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
@@ -51,6 +52,22 @@ def ci95(values: Sequence[float]) -> list[float] | None:
     sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
     half = 1.96 * sd / math.sqrt(n)
     return [float(mean - half), float(mean + half)]
+
+
+def wilson95(correct: int, n: int) -> list[float] | None:
+    """[low, high] (x 100) of a share correct, by Wilson's score interval; None with no sample.
+
+    Exact match scores each answer 0 or 1. The normal approximation above collapses to
+    ±0 when every answer is right (or wrong), claiming certainty from any n; Wilson's
+    interval stays honest there ([83.9, 100] for 20 of 20) and inside [0, 100] always."""
+    if n < 1:
+        return None
+    z = 1.959963984540054  # the 97.5th percentile of the standard normal
+    p = correct / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return [100.0 * max(0.0, centre - half), 100.0 * min(1.0, centre + half)]
 
 
 def _answers_from_log(run_dir: Path, refs: dict[str, Any], n_rows: int) -> tuple[list[tuple[int, str, int, bool]], str | None]:
@@ -124,7 +141,7 @@ def _exact(answers: list[tuple[int, str, int, bool]], rows: list[dict[str, Any]]
         "wrong_answers": sum(1 for a, right in zip(answers, result.per_sample) if not right and not a[3]),
         "tokens_per_sample": float(sum(tokens) / len(tokens)) if tokens else None,
         "metrics": dict(Counter(metrics)),
-        "ci95": ci95([100.0 * v for v in result.per_sample]),
+        "ci95": wilson95(int(result.correct), int(result.num_samples)),
     }
 
 

@@ -232,6 +232,9 @@ def test_deepseek_r1_file_is_scored_by_its_scripts_rules(tmp_path):
     exact = outcome.summary["text_accuracy"]["exact_match"]
     assert (exact["exact_match"], exact["correct"], exact["samples"], exact["wrong_answers"]) == (50.0, 2, 4, 2)
     assert exact["metrics"] == {"deepseek-r1": 4} and outcome.summary["text_accuracy"]["rouge"] is None
+    # 2 of 4 right: Wilson's interval, symmetric about 50 % (the normal one would be 50 ± 56.6, past 0 and 100)
+    low, high = exact["ci95"]
+    assert low == pytest.approx(100 - high) and 14.9 < low < 15.1
 
 
 def test_a_folder_without_references_is_one_line_saying_why(cnn_run, tmp_path):
@@ -264,3 +267,16 @@ def test_the_interval_does_not_depend_on_the_order_answers_completed_in():
     backwards = scores[::-1]
     assert sum(scores) != sum(backwards)  # the order does change a plain sum: this test can fail
     assert ci95(scores) == ci95(backwards)
+
+
+def test_an_exact_match_of_every_answer_keeps_an_interval_below_100():
+    """All answers right is no certainty: the normal approximation said "100 ± 0" at any n.
+    Wilson's lower bound for n of n right is n / (n + z²), its closed form at p = 1."""
+    from harness.results.text_accuracy import wilson95
+
+    z2 = 1.959963984540054**2
+    for n in (1, 4, 20, 1000):
+        low, high = wilson95(n, n)
+        assert high == 100.0 and low == pytest.approx(100 * n / (n + z2))
+        assert wilson95(0, n) == pytest.approx([0.0, 100 - low])  # the mirror image
+    assert wilson95(0, 0) is None
