@@ -153,10 +153,10 @@ class ReplicaClient:
         except self._task_error as e:
             raise _backend_error(e) from None
         except self._actor_error as e:
-            raise self._died(e) from None
+            raise self.mark_lost(e) from None
         except ChannelLost as e:
             # Ray knows why the actor ended; the connection only that it closed.
-            raise self._died(self._death(10.0) or e) from None
+            raise self.mark_lost(self._death(10.0) or e) from None
 
     def _death(self, timeout: float) -> Exception | None:
         """Why Ray says the replica's actor is dead; None while it answers."""
@@ -184,9 +184,11 @@ class ReplicaClient:
         """Raises ReplicaLost when the replica's actor is dead (a call waiting on its channel)."""
         death = self._death(60.0)
         if death is not None:
-            raise self._died(death)
+            raise self.mark_lost(death)
 
-    def _died(self, e: Exception) -> ReplicaLost:
+    def mark_lost(self, e: Exception) -> ReplicaLost:
+        """Record why the replica is gone (Ray's reason, with its pid and node) and return the
+        error its calls raise: the pool marks a replica lost through here too."""
         self.lost = (f"replica {self.replica} (pid {self._where.get('pid')} on {self._where.get('address')}) "
                      f"died: {ray_reason(e)}")
         return ReplicaLost(self.lost)
@@ -329,7 +331,7 @@ class ReplicaPool:
                 ray.get(ref, timeout=START_TIMEOUT_S)
             except ray.exceptions.RayActorError as e:
                 mine = [c for c in self._clients if c.replica == i]
-                reason = mine[0]._died(e).args[0]
+                reason = mine[0].mark_lost(e).args[0]
                 for client in mine:
                     client.lost = reason
 
