@@ -1,8 +1,10 @@
 """`harness compare`: headline figures side by side, "comparable?", and a noise-aware gate.
 
 A side is one results folder or a repeat folder (`aggregate.json` + its runs). Figures
-are the harness's own (successful samples only; LoadGen's agree within ~1 %, see
-docs/architecture.md). With repeats on both sides a --fail-if rule fires only when the
+are each run's headline (harness.results.metrics.from_summary): LoadGen's where LoadGen
+owns the schedule; from dispatch where the harness does (a closed loop), because there
+LoadGen's issue-based latency is mostly the backlog the harness holds, which grows with
+the sample count over N and would gate on the config, not on the system (docs/ci.md). With repeats on both sides a --fail-if rule fires only when the
 median change passes the threshold *and* the ranges do not overlap (every candidate run
 worse than every base run): for 5 vs 5 runs that alone is a one-sided Mann-Whitney test
 at p = 1/252 ≈ 0.004, so run-to-run noise does not fail a build.

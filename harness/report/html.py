@@ -89,7 +89,7 @@ def render_html(data: RunData) -> str:
     bd = data.breakdown
     if bd:
         dom = bd["dominant"]
-        title = f"where the time went: {dom} dominates" if dom else "where the time went"
+        title = f"where the time went: {fig.stage_name(bd, dom)} dominates" if dom else "where the time went"
         parts.append(_section(title, _table(fig.breakdown_table(bd))))
     r = data.rates
     if r["target_per_s"] is not None:
