@@ -24,6 +24,7 @@ from harness.analysis.run_data import read_config, read_manifest, read_system
 from harness.errors import ConfigError, ResultsError
 from harness.results import folder, metrics
 from harness.results.metrics import ALIASES, METRICS, NAMES
+from harness.results.schedule import schedule_words, timed_from_dispatch
 from harness.results.stats import median
 from harness.results.stats import over_runs as stats  # noqa: F401  (compare's name for it; tests import it here)
 from harness.results.summary import read_summary
@@ -46,6 +47,8 @@ class Side:
     path: Path
     run_dirs: list[Path]
     values: dict[str, list[float]] = field(default_factory=dict)
+    #: the harness's own schedule in words when its figures are timed from dispatch ("" when LoadGen's)
+    schedule: str = ""
 
     @property
     def label(self) -> str:
@@ -69,6 +72,9 @@ def load_side(path: Path) -> Side:
     else:
         run_dirs = [path]
     side = Side(path, run_dirs)
+    first = read_summary(run_dirs[0])
+    if timed_from_dispatch(first):
+        side.schedule = schedule_words(first) or "the harness's own schedule"
     for run_dir in run_dirs:
         for name, value in headline(run_dir).items():
             if value is not None:
@@ -276,6 +282,8 @@ class Comparison(Gated):
     def to_dict(self) -> dict[str, Any]:
         return {
             "sides": [{"path": str(s.path), "runs": [str(r) for r in s.run_dirs],
+                       # where latency, TTFT and TPOT are timed from (docs/ci.md)
+                       "timed_from": "dispatch" if s.schedule else "issue",
                        "metrics": {k: stats(v) for k, v in s.values.items()}} for s in self.sides],
             "comparable": {"verdict": self.verdict, "differences": [d.__dict__ for d in self.diffs],
                            "unexpected_categories": self.unexpected},
@@ -310,6 +318,7 @@ def side_lines(comparison: Comparison) -> list[str]:
     """`A = path` per side: columns are headed by letter, since run folder names share a
     long prefix and, cut to a column, were cut exactly where they differ."""
     return [f"{LETTERS[i]} = {s.path}" + (f" (median of {len(s.run_dirs)} runs)" if s.repeated else "")
+            + (f" · latency, TTFT, TPOT from dispatch ({s.schedule})" if s.schedule else "")
             for i, s in enumerate(comparison.sides)]
 
 
