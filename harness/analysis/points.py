@@ -130,7 +130,9 @@ def _e2e_goodput(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
         return {}
     c = read_records(run_dir).columns
     n = len(c["status"])
-    met = (np.asarray(c["status"]) == "ok") & ((c["complete_ns"] - c["issue_ns"]) / 1e6 <= target)
+    # from dispatch on a schedule the harness owns, as the headline (its issue starts the backlog)
+    start = c["dispatch_ns"] if timed_from_dispatch(summary) else c["issue_ns"]
+    met = (np.asarray(c["status"]) == "ok") & ((c["complete_ns"] - start) / 1e6 <= target)
     span_s = (summary.get("harness") or {}).get("duration_s") or 0.0
     rate = float(met.sum()) / n if n else None
     return {"rate": rate, "per_s": float(met.sum()) / span_s if span_s else None,
