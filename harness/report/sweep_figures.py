@@ -74,6 +74,14 @@ def queue_header(data: dict[str, Any]) -> str:
     return "backlog" if any(p.get("backlog") for p in data["points"]) else "queue"
 
 
+def timing_notes(data: dict[str, Any]) -> list[str]:
+    """Where the latencies are timed from, when the points ran on the harness's own schedule."""
+    if not any(p.get("latency_from") == "dispatch" for p in data["points"]):
+        return []
+    return ["latency, TTFT and TPOT are timed from dispatch, as on every schedule the harness owns; "
+            "backlog: the share of the latency from LoadGen's issue spent in the harness's backlog"]
+
+
 def shows_accuracy(data: dict[str, Any]) -> bool:
     """The accuracy column: asked for (`sweep --accuracy`), or some point's answers were scored
     or should have been (a dataset with references is scored whether asked or not)."""

@@ -28,7 +28,7 @@ from harness.report import terminal
 from harness.report.figures import ms
 from harness.report.html import render_html
 from harness.report.markdown import render_markdown
-from harness.report.sweep_figures import points_table
+from harness.report.sweep_figures import points_table, timing_notes
 from harness.results import metrics
 from harness.results.records import read_records
 from harness.results.schedule import BACKLOG
@@ -84,6 +84,7 @@ def test_a_concurrency_sweep_keeps_n_in_flight_and_recovers_the_servers_law(tmp_
     assert "backlog" in header and "queue" not in header, header
     assert all(p["backlog"] for p in data["points"])
     assert not any(f["finding"].startswith("queue time grows") for f in diagnose(data))
+    assert any(line.startswith("latency, TTFT and TPOT are timed from dispatch") for line in timing_notes(data))
     found = next(f for f in diagnose(data) if f["finding"].startswith("TPOT grows with concurrency"))
     assert abs(found["figures"]["b"] - timing.tpot_ms_per_in_flight) <= 0.1 * timing.tpot_ms_per_in_flight, found
 
