@@ -4,10 +4,11 @@ A side is one results folder or a repeat folder (`aggregate.json` + its runs). F
 are each run's headline (harness.results.metrics.from_summary): LoadGen's where LoadGen
 owns the schedule; from dispatch where the harness does (a closed loop), because there
 LoadGen's issue-based latency is mostly the backlog the harness holds, which grows with
-the sample count over N and would gate on the config, not on the system (docs/ci.md). With repeats on both sides a --fail-if rule fires only when the
-median change passes the threshold *and* the ranges do not overlap (every candidate run
-worse than every base run): for 5 vs 5 runs that alone is a one-sided Mann-Whitney test
-at p = 1/252 ≈ 0.004, so run-to-run noise does not fail a build.
+the sample count over N and would gate on the config, not on the system (docs/ci.md).
+With repeats on both sides a --fail-if rule fires only when the median change passes the
+threshold *and* the ranges do not overlap (every candidate run worse than every base
+run): for 5 vs 5 runs that alone is a one-sided Mann-Whitney test at p = 1/252 ≈ 0.004,
+so run-to-run noise does not fail a build.
 """
 
 from __future__ import annotations

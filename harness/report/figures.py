@@ -153,7 +153,8 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     lines = [f"{verdict(summary)} · {run['scenario']} {run['mode']} · {run['backend']} · {run['name']}"]
     if summary.get("status") != "complete":
         lines.append(f"INCOMPLETE: {summary.get('incomplete_reason')}")
-    # LoadGen's figures lead (the official record); the harness's own follow, named as such
+    # LoadGen's figures lead (the official record; on a harness-owned schedule its latencies
+    # follow, labelled, after those from dispatch); the harness's own follow, named as such
     speed = f"LoadGen {rate(lg.get('throughput_per_s'))}/s"
     # The same figure `harness compare` calls latency_p99: per query in MultiStream, as LoadGen's;
     # from dispatch on a schedule the harness owns (a closed loop), where Offline has one too.
