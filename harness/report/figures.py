@@ -147,6 +147,18 @@ def pack(label: str, parts: list[str], sep: str = " · ") -> list[str]:
     return lines
 
 
+def unwrapped(lines: list[str]) -> list[str]:
+    """The headline for a page, where lines are bullets that wrap themselves: a line `pack`
+    continued (indented by 2) joins the one before it instead of becoming a bullet of its own."""
+    out: list[str] = []
+    for line in lines:
+        if line.startswith("  ") and out:
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line)
+    return out
+
+
 def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     """One line each: validity, speed, reliability, cost — the glance a reader needs."""
     run, ours, lg = summary["run"], summary["harness"], summary["loadgen"]

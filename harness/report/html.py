@@ -68,7 +68,7 @@ def render_html(data: RunData) -> str:
     s = data.summary
     verdict = fig.verdict(s)
     css_class = verdict if verdict in ("VALID", "INVALID", "ACCURACY") else "other"
-    lines = fig.headline(s, data.cost)
+    lines = fig.unwrapped(fig.headline(s, data.cost))
     parts: list[str] = [
         f'<h1><span class="verdict {css_class}">{_e(verdict)}</span>{_e(lines[0][len(verdict):])}</h1>',
         "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines[1:]) + "</ul>",

@@ -19,7 +19,7 @@ def _table(spec: fig.Table) -> str:
 
 def render_markdown(data: RunData) -> str:
     s = data.summary
-    lines = fig.headline(s, data.cost)
+    lines = fig.unwrapped(fig.headline(s, data.cost))
     parts = [f"## **{lines[0]}**", "\n".join(f"- {line}" for line in lines[1:])]
     val = s["validity"]
     if val.get("reasons") or val.get("fixes"):
