@@ -1,11 +1,14 @@
 """`harness compare`: headline figures side by side, "comparable?", and a noise-aware gate.
 
 A side is one results folder or a repeat folder (`aggregate.json` + its runs). Figures
-are the harness's own (successful samples only; LoadGen's agree within ~1 %, see
-docs/architecture.md). With repeats on both sides a --fail-if rule fires only when the
-median change passes the threshold *and* the ranges do not overlap (every candidate run
-worse than every base run): for 5 vs 5 runs that alone is a one-sided Mann-Whitney test
-at p = 1/252 ≈ 0.004, so run-to-run noise does not fail a build.
+are each run's headline (harness.results.metrics.from_summary): LoadGen's where LoadGen
+owns the schedule; from dispatch where the harness does (a closed loop), because there
+LoadGen's issue-based latency is mostly the backlog the harness holds, which grows with
+the sample count over N and would gate on the config, not on the system (docs/ci.md).
+With repeats on both sides a --fail-if rule fires only when the median change passes the
+threshold *and* the ranges do not overlap (every candidate run worse than every base
+run): for 5 vs 5 runs that alone is a one-sided Mann-Whitney test at p = 1/252 ≈ 0.004,
+so run-to-run noise does not fail a build.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from harness.analysis.run_data import read_config, read_manifest, read_system
 from harness.errors import ConfigError, ResultsError
 from harness.results import folder, metrics
 from harness.results.metrics import ALIASES, METRICS, NAMES
+from harness.results.schedule import schedule_words, timed_from_dispatch
 from harness.results.stats import median
 from harness.results.stats import over_runs as stats  # noqa: F401  (compare's name for it; tests import it here)
 from harness.results.summary import read_summary
@@ -44,6 +48,8 @@ class Side:
     path: Path
     run_dirs: list[Path]
     values: dict[str, list[float]] = field(default_factory=dict)
+    #: the harness's own schedule in words when its figures are timed from dispatch ("" when LoadGen's)
+    schedule: str = ""
 
     @property
     def label(self) -> str:
@@ -67,6 +73,9 @@ def load_side(path: Path) -> Side:
     else:
         run_dirs = [path]
     side = Side(path, run_dirs)
+    first = read_summary(run_dirs[0])
+    if timed_from_dispatch(first):
+        side.schedule = schedule_words(first) or "the harness's own schedule"
     for run_dir in run_dirs:
         for name, value in headline(run_dir).items():
             if value is not None:
@@ -274,6 +283,8 @@ class Comparison(Gated):
     def to_dict(self) -> dict[str, Any]:
         return {
             "sides": [{"path": str(s.path), "runs": [str(r) for r in s.run_dirs],
+                       # where latency, TTFT and TPOT are timed from (docs/ci.md)
+                       "timed_from": "dispatch" if s.schedule else "issue",
                        "metrics": {k: stats(v) for k, v in s.values.items()}} for s in self.sides],
             "comparable": {"verdict": self.verdict, "differences": [d.__dict__ for d in self.diffs],
                            "unexpected_categories": self.unexpected},
@@ -308,6 +319,7 @@ def side_lines(comparison: Comparison) -> list[str]:
     """`A = path` per side: columns are headed by letter, since run folder names share a
     long prefix and, cut to a column, were cut exactly where they differ."""
     return [f"{LETTERS[i]} = {s.path}" + (f" (median of {len(s.run_dirs)} runs)" if s.repeated else "")
+            + (f" · latency, TTFT, TPOT from dispatch ({s.schedule})" if s.schedule else "")
             for i, s in enumerate(comparison.sides)]
 
 

@@ -119,6 +119,10 @@ def _r2(law: dict[str, Any]) -> str:
 
 def _queue(data: dict[str, Any]) -> dict[str, Any] | None:
     name, pts = load_order(data)
+    if any(p.get("backlog") for _, p in pts):
+        # a closed loop's share before dispatch is the backlog LoadGen issued at once: its size
+        # is the sample count over N, set by the config, so it says nothing of the system
+        return None
     xs, shares = _series(pts, lambda p: p.get("queue_share"))
     if len(xs) < 3 or len(set(xs)) < 3:
         return None
@@ -167,7 +171,8 @@ def _ttft(data: dict[str, Any]) -> dict[str, Any] | None:
         words += f", while TPOT p50 stays {tpots[0]:.3g} → {tpots[-1]:.3g} ms"
         law["tpot_p50"] = [_sig(t) for t in tpots]
     words += " → prefill / input processing"
-    share = max((p.get("queue_share") or 0.0) for _, p in pts)
+    # (a closed loop's TTFT is timed from dispatch: its backlog is not in it)
+    share = max(((p.get("queue_share") or 0.0) for _, p in pts if not p.get("backlog")), default=0.0)
     if share >= 0.2:
         # TTFT counts from LoadGen's issue, so a client-side queue is part of it
         words += f" (TTFT includes client queue time: up to {share:.0%} of latency)"

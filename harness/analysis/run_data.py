@@ -15,8 +15,9 @@ from typing import Any
 from harness.analysis.cost import cost_for_run, parse_sheet, read_cost
 from harness.errors import OutputError, ResultsError
 from harness.results import folder
-from harness.results.breakdown import aggregate, aggregate_from_summary, backend_stages, rates
+from harness.results.breakdown import aggregate, aggregate_from_summary, backend_stages, rates, stage_labels
 from harness.results.records import read_records, records_path
+from harness.results.schedule import timed_from_dispatch
 from harness.results.summary import check_shape
 
 #: sections every renderer reads; a summary without one is from an interrupted write
@@ -59,6 +60,7 @@ class RunData:
                 return None
             out = aggregate(cols)
         out["backend_stages"] = backend_stages(self.run_dir)
+        out["labels"] = stage_labels(timed_from_dispatch(self.summary))
         return out
 
     @cached_property

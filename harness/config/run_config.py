@@ -206,8 +206,9 @@ class RunConfig(BaseModel):
     concurrency: int | None = Field(
         None, ge=1, le=1 << 16,
         description="a closed loop: exactly N requests in flight for the whole test (Offline: LoadGen issues every "
-        "sample at once and the harness holds N in flight, starting the next as one ends); latencies then count "
-        "from dispatch, the wait for a free slot shown apart (docs/sweeps.md)",
+        "sample at once and the harness holds N in flight, starting the next as one ends); the schedule is then "
+        "the harness's, so the headline latency, TTFT and TPOT (and compare's gate) count from dispatch, and "
+        "LoadGen's issue-based figures and the backlog are shown apart (docs/sweeps.md)",
     )
     issue_inline: bool | None = Field(
         None,

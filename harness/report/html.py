@@ -68,7 +68,7 @@ def render_html(data: RunData) -> str:
     s = data.summary
     verdict = fig.verdict(s)
     css_class = verdict if verdict in ("VALID", "INVALID", "ACCURACY") else "other"
-    lines = fig.headline(s, data.cost)
+    lines = fig.unwrapped(fig.headline(s, data.cost))
     parts: list[str] = [
         f'<h1><span class="verdict {css_class}">{_e(verdict)}</span>{_e(lines[0][len(verdict):])}</h1>',
         "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines[1:]) + "</ul>",
@@ -89,7 +89,7 @@ def render_html(data: RunData) -> str:
     bd = data.breakdown
     if bd:
         dom = bd["dominant"]
-        title = f"where the time went: {dom} dominates" if dom else "where the time went"
+        title = f"where the time went: {fig.stage_name(bd, dom)} dominates" if dom else "where the time went"
         parts.append(_section(title, _table(fig.breakdown_table(bd))))
     r = data.rates
     if r["target_per_s"] is not None:

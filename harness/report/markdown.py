@@ -19,7 +19,7 @@ def _table(spec: fig.Table) -> str:
 
 def render_markdown(data: RunData) -> str:
     s = data.summary
-    lines = fig.headline(s, data.cost)
+    lines = fig.unwrapped(fig.headline(s, data.cost))
     parts = [f"## **{lines[0]}**", "\n".join(f"- {line}" for line in lines[1:])]
     val = s["validity"]
     if val.get("reasons") or val.get("fixes"):
@@ -30,7 +30,7 @@ def render_markdown(data: RunData) -> str:
     parts += ["### Validity", _table(fig.validity_table(s)), "### Reliability", _table(fig.reliability_table(s))]
     bd = data.breakdown
     if bd:
-        parts += [f"### Where the time went: {bd['dominant']} dominates", _table(fig.breakdown_table(bd))]
+        parts += [f"### Where the time went: {fig.stage_name(bd, bd['dominant'])} dominates", _table(fig.breakdown_table(bd))]
     r = data.rates
     if r["target_per_s"] is not None:
         parts += ["### Achieved vs target rate", _table(fig.rate_table(r))]

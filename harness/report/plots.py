@@ -228,20 +228,22 @@ def throughput_over_time(ts: dict[str, np.ndarray], target_per_s: float | None) 
 def breakdown(ts: dict[str, np.ndarray], bd: dict[str, Any]) -> str:
     """Left: the mean request split into stages. Right: the same split over the run."""
     stages = [s for s in STAGES if not (s == "generation" and bd["service_ends_at"] == "completion")]
+    # a closed loop's queue is the backlog the harness holds; its short name fits the panel
+    names = {s: "backlog" if (bd.get("labels") or {}).get(s, s) != s else s for s in STAGES}
     fig = Figure(figsize=(9.6, 3.6), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1, 2])
     left = 0.0
     for name in stages:
         mean = bd["stages"][name]["mean_ms"] or 0.0
-        ax1.barh([0], [mean], height=0.5, left=left, color=_STAGE_COLORS[name], label=f"{name} {ms_text(mean)} ms")
+        ax1.barh([0], [mean], height=0.5, left=left, color=_STAGE_COLORS[name], label=f"{names[name]} {ms_text(mean)} ms")
         left += mean
-    ax1.set(yticks=[], xlabel="mean latency (ms)", title=f"mean request: {bd['dominant']} dominates")
+    ax1.set(yticks=[], xlabel="mean latency (ms)", title=f"mean request: {names.get(bd['dominant'], bd['dominant'])} dominates")
     ax1.set_ylim(-0.5, 1.2)
     ax1.legend(loc="upper left", fontsize=8)
     mid = (ts["edges_s"][:-1] + ts["edges_s"][1:]) / 2
     have = ts["ok_count"] > 0  # a bin without completions has no mean, not a zero one
     layers = [ts[f"{s}_mean_ms"][have] for s in stages]
-    ax2.stackplot(mid[have], *layers, labels=stages, colors=[_STAGE_COLORS[s] for s in stages])
+    ax2.stackplot(mid[have], *layers, labels=[names[s] for s in stages], colors=[_STAGE_COLORS[s] for s in stages])
     top = float(np.sum(layers, axis=0).max()) if have.any() else 1.0
     ax2.set_ylim(0, top * 1.25 or 1.0)  # headroom: the legend sits above the stack, not on it
     ax2.set_xlim(0, float(ts["edges_s"][-1]))  # the throughput plot's time axis
@@ -327,6 +329,7 @@ def all_plots(columns: Mapping[str, Any], bd: dict[str, Any] | None, target_per_
             ("throughput over time", throughput_over_time(ts, target_per_s)),
         ]
         if bd is not None and bd["requests"]:
-            figures.append(("queue vs service breakdown", breakdown(ts, bd)))
+            queue = "backlog" if (bd.get("labels") or {}).get("queue", "queue") != "queue" else "queue"
+            figures.append((f"{queue} vs service breakdown", breakdown(ts, bd)))
     tokens = token_plots(columns, itl, ok)
     return Plots(figures + tokens.figures, tokens.notes)

@@ -42,7 +42,7 @@ def points_table(data: dict[str, Any], attainment: float | None = None) -> Table
     # the client-side queue share says something only where requests waited in the client
     queued = any((p.get("queue_share") or 0) >= 0.005 for p in data["points"] if p.get("role") != "pilot")
     accuracy = shows_accuracy(data)
-    header += ["ok %", *([accuracy_header(data)] if accuracy else []), *(["queue"] if queued else []), "verdict"]
+    header += ["ok %", *([accuracy_header(data)] if accuracy else []), *([queue_header(data)] if queued else []), "verdict"]
     rows = []
     for p in data["points"]:
         m = p.get("metrics") or {}
@@ -66,6 +66,20 @@ def points_table(data: dict[str, Any], attainment: float | None = None) -> Table
         cells.append(_verdict_cell(p, data, attainment))
         rows.append(cells)
     return header, rows
+
+
+def queue_header(data: dict[str, Any]) -> str:
+    """The share of latency before dispatch: a closed loop's is the backlog the harness holds
+    (LoadGen issued every sample at once), not a queue of the system under test."""
+    return "backlog" if any(p.get("backlog") for p in data["points"]) else "queue"
+
+
+def timing_notes(data: dict[str, Any]) -> list[str]:
+    """Where the latencies are timed from, when the points ran on the harness's own schedule."""
+    if not any(p.get("latency_from") == "dispatch" for p in data["points"]):
+        return []
+    return ["latency, TTFT and TPOT are timed from dispatch, as on every schedule the harness owns; "
+            "backlog: the share of the latency from LoadGen's issue spent in the harness's backlog"]
 
 
 def shows_accuracy(data: dict[str, Any]) -> bool:

@@ -247,6 +247,9 @@ def accuracy_vs_load(data: dict[str, Any]) -> Plot | None:
 
 def queue_vs_load(data: dict[str, Any]) -> Plot | None:
     share = lambda p: None if p.get("queue_share") is None else 100.0 * p["queue_share"]  # noqa: E731
+    if any(p.get("backlog") for p in data["points"]):  # a closed loop's: the harness's own backlog
+        return _vs_load(data, share, "backlog share of latency vs load", "% of mean latency in the backlog",
+                        "backlog (harness-held)")
     return _vs_load(data, share, "queue share of latency vs load", "% of mean latency spent queued", "queue share")
 
 

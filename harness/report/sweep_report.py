@@ -39,7 +39,7 @@ def _attainment(data: dict[str, Any]) -> float | None:
 def _lines(data: dict[str, Any]) -> list[str]:
     """Why points went unscored, the capacity lines and the knee, as the terminal prints them."""
     knee = sf.knee_line(data)
-    return sf.accuracy_notes(data) + sf.capacity_lines(data) + ([knee] if knee else [])
+    return sf.timing_notes(data) + sf.accuracy_notes(data) + sf.capacity_lines(data) + ([knee] if knee else [])
 
 
 def _runs(data: dict[str, Any]) -> Table:

@@ -24,7 +24,7 @@ def render_sweep(data: dict[str, Any], out: Console, sweep_dir: Path) -> None:
     out.print(rich_table(title, sf.points_table(data, attainment), keep=1 + len(names) if short else 1))
     width = max(out.width - 1, 40)
     knee = sf.knee_line(data)
-    for line in [*sf.accuracy_notes(data), *sf.capacity_lines(data), *([knee] if knee else [])]:
+    for line in [*sf.timing_notes(data), *sf.accuracy_notes(data), *sf.capacity_lines(data), *([knee] if knee else [])]:
         out.print(escape(textwrap.fill(line, width=width, initial_indent="  ", subsequent_indent="    ")), highlight=False)
     # the diagnosis: one finding each, wrapped under its bullet so it reads in 80 columns
     for f in diagnose(data):

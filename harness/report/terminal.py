@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.report import figures as fig
+from harness.results.schedule import timed_from_dispatch
 
 _COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
 
@@ -60,7 +61,8 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         bd = data.breakdown
         dominant = bd["dominant"]
         share = bd["stages"][dominant]["share"] if dominant else None
-        title = f"where the time went: {dominant} dominates ({fig.pct(share)} of mean latency)" if dominant else "breakdown"
+        title = (f"where the time went: {fig.stage_name(bd, dominant)} dominates ({fig.pct(share)} of mean latency)"
+                 if dominant else "breakdown")
         console.print(rich_table(title, fig.breakdown_table(bd)))
         r = data.rates
         if r["target_per_s"] is not None:
@@ -69,12 +71,14 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
                 console.print(f"  [yellow]note:[/] {note}")
     elif ours.get("samples"):
         # No folder: the summary's own queue/service percentiles.
-        rows = [[f"{k} {p} (ms)", fig.ms(ours[f"{k}_ms"][p])] for k in ("queue", "service") for p in ("p50", "p99")]
+        queue = "backlog" if timed_from_dispatch(summary) else "queue"  # a closed loop's is its own
+        rows = [[f"{queue if k == 'queue' else k} {p} (ms)", fig.ms(ours[f"{k}_ms"][p])]
+                for k in ("queue", "service") for p in ("p50", "p99")]
         console.print(rich_table("breakdown", (["stage", "harness"], rows)))
     tokens = summary.get("tokens")
     if isinstance(tokens, dict):
         # the figures a token run is about; --details: every key of the section
-        for spec in fig.tokens_tables(tokens) if details else fig.llm_tables(tokens):
+        for spec in fig.tokens_tables(tokens) if details else fig.llm_tables(tokens, timed_from_dispatch(summary)):
             console.print(rich_table("tokens", spec))
     tel = summary.get("telemetry")
     if isinstance(tel, dict):

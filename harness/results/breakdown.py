@@ -7,7 +7,9 @@ Stages of one successful request, from records.parquet (one monotonic clock per 
     generation  first token/byte → complete (0 for non-streaming backends)
 
 They partition the request exactly: queue + service + generation = complete − issue,
-so the stage that dominates is the one to fix. A backend may also report its own stages
+so the stage that dominates is the one to fix. On a schedule the harness owns (a closed
+loop: harness.results.schedule) LoadGen issues every sample at once and the queue stage is
+that backlog, held by the harness until a slot frees: views name it so (`stage_labels`). A backend may also report its own stages
 (e.g. tokenize, inference) in `stages.jsonl`, one line per request:
 `{"query_id": 1, "stages_ms": {"inference": 1.9}}`; they subdivide service time.
 """
@@ -23,11 +25,18 @@ import numpy as np
 from harness.results import folder
 from harness.results.loadgen_log import loadgen_scenario
 from harness.results.records import ok_mask
+from harness.results.schedule import BACKLOG
 from harness.results.stats import NS_PER_MS, distribution
 
 STAGES = ("queue", "service", "generation")
 #: completed below this fraction of the offered rate: the SUT did not keep up
 SATURATION_RATIO = 0.95
+
+
+def stage_labels(backlog: bool) -> dict[str, str]:
+    """Each stage's name in the views; `backlog`: the run's schedule is the harness's own, so
+    issue → dispatch is the backlog LoadGen issued at once, not a queue of the system."""
+    return {"queue": BACKLOG if backlog else "queue", "service": "service", "generation": "generation"}
 
 
 def _first_answer(columns: Mapping[str, Any]) -> np.ndarray:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.results.schedule import timed_from_dispatch
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -57,15 +59,20 @@ def canonical(name: str) -> str | None:
     return name if name in BY_NAME else ALIASES.get(name)
 
 
-def from_summary(summary: dict[str, Any], source: str = "official") -> dict[str, float | None]:
+def from_summary(summary: dict[str, Any], source: str = "headline") -> dict[str, float | None]:
     """Every headline figure summary.json holds, by name (None where the run has none).
 
-    `source="official"` (the default: the headline, compare, the gate, repeats, audits)
-    takes LoadGen's figure wherever LoadGen has one (throughput, latency percentiles, TTFT,
-    TPOT, output tokens/s: the official record, from LoadGen's issue stamp, failed samples
-    timed like any other) and the harness's where it has none (success rate). `"harness"`
-    takes the harness's own: successful samples only, timed from its callback. Latency is
-    per query in MultiStream, as LoadGen's is. cost_per_success lives in cost.json.
+    `source="headline"` (the default: the headline, compare, the gate, repeats, audits,
+    sweep points) is `"loadgen"` on a schedule LoadGen owns, and `"dispatch"` on one the
+    harness owns (harness.results.schedule: a closed loop), where LoadGen's issue is not a
+    user's request. `"loadgen"` takes LoadGen's figure wherever LoadGen has one (throughput,
+    latency percentiles, TTFT, TPOT, output tokens/s: the official record, from LoadGen's
+    issue stamp, failed samples timed like any other) and the harness's where it has none
+    (success rate; Offline TTFT, from the harness's stamp of that issue). `"dispatch"` takes
+    latency (E2E), TTFT and TPOT from dispatch, the request leaving the harness (successful
+    samples), and everything else as `"loadgen"`. `"harness"` takes the harness's own:
+    successful samples only, timed from its callback. Latency is per query in MultiStream,
+    as LoadGen's is. cost_per_success lives in cost.json.
     """
     ours = _ours(summary)
     if source == "harness":
@@ -84,7 +91,22 @@ def from_summary(summary: dict[str, Any], source: str = "official") -> dict[str,
         "tpot_p99": (lg_tokens.get("tpot_ms") or {}).get("p99"),
         "output_tokens_per_s": lg_tokens.get("output_tokens_per_s"),
     }
-    return {k: official[k] if official.get(k) is not None else v for k, v in ours.items()}
+    out = {k: official[k] if official.get(k) is not None else v for k, v in ours.items()}
+    if source == "dispatch" or (source == "headline" and timed_from_dispatch(summary)):
+        out.update(_from_dispatch(summary))
+    return out
+
+
+def _from_dispatch(summary: dict[str, Any]) -> dict[str, float | None]:
+    """Latency, TTFT and TPOT from dispatch: what a user of the harness's own schedule sees."""
+    service = (summary.get("harness") or {}).get("service_ms") or {}  # complete - dispatch
+    tokens = summary.get("tokens") or {}
+    ttft = tokens.get("ttft_from_dispatch_ms") or {}
+    tpot = tokens.get("tpot_ms") or {}  # the same from issue or dispatch: (E2E - TTFT) / (n - 1)
+    out: dict[str, float | None] = {f"latency_{p}": service.get(p) for p in ("p50", "p90", "p99")}
+    if tokens:
+        out.update(ttft_p50=ttft.get("p50"), ttft_p99=ttft.get("p99"), tpot_p50=tpot.get("p50"), tpot_p99=tpot.get("p99"))
+    return out
 
 
 def _ours(summary: dict[str, Any]) -> dict[str, float | None]:

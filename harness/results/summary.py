@@ -26,6 +26,7 @@ from harness.results.text_accuracy import summary_section as text_accuracy
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
+from harness.results.schedule import schedule_section
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
 from harness.results.distribute import replica_summary, shard_summary
@@ -151,7 +152,7 @@ _SHAPE: dict[str, tuple[type, dict[str, tuple[type, ...]]]] = {
 #: the harness section's figures, present whenever it counted samples
 _COUNTED = {"succeeded": (int,), "failed": (int,), "success_rate": (int, float), "failures_by_reason": (dict,),
             "latency_ms": (dict,), "queue_ms": (dict,), "service_ms": (dict,)}
-_OPTIONAL = ("agreement", "tokens", "accuracy", "text_accuracy", "timings_s", "sut", "backend", "dataset")
+_OPTIONAL = ("agreement", "schedule", "tokens", "accuracy", "text_accuracy", "timings_s", "sut", "backend", "dataset")
 
 
 #: sections of figures, less their keys that hold text or settings
@@ -349,6 +350,8 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
             "dataset": config["dataset"],
             "started_utc": run_status.get("started_utc"),
         },
+        # whose schedule the run followed: on the harness's own, the headline is timed from dispatch
+        "schedule": schedule_section(config),
         "status": run_status.get("status", "complete"),
         "incomplete_reason": run_status.get("reason"),
         "validity": {

@@ -2,8 +2,8 @@
 
 Definitions (all on successful requests only; times from the harness's issue stamp, as
 LoadGen times from its own):
-    TTFT   first content-bearing chunk - issue
-    E2E    completion - issue
+    TTFT   first content-bearing chunk - issue   (ttft_from_dispatch_ms: - dispatch)
+    E2E    completion - issue                    (e2e_from_dispatch_ms: - dispatch)
     TPOT   (E2E - TTFT) / (n - 1), per request with n > 1 tokens (LoadGen's definition)
     ITL    per *token*: a chunk carrying k tokens spreads its gap since the previous chunk
            over its k tokens (k values of gap/k); extra tokens in the first chunk arrived
@@ -15,6 +15,11 @@ one per chunk; `token_count_source` says which, per request. When the server's c
 known, the client's own count (tokenizer or chunks) is compared with it: `mismatch`.
 When the counts disagree, each chunk's share is scaled so the chunks add up to the
 server's count before spreading gaps.
+
+On a schedule the harness owns (harness.results.schedule: a closed loop), LoadGen's issue
+starts the backlog, not a request: the per-request figures below (the length buckets, SLO
+attainment and goodput, per-request output tokens/s, the prompt cache's TTFT split) count
+from dispatch there, as the headline does; ttft_ms and e2e_ms stay from issue.
 
 Breakdowns, so a stage's cost shows as a number:
     by_input_length / by_output_length   TTFT, TPOT, E2E and per-request output tokens/s
@@ -48,6 +53,7 @@ from harness.results import folder
 from harness.results.kv_cache import KvShape
 from harness.results.loadgen_log import loadgen_scenario
 from harness.results.records import Records
+from harness.results.schedule import harness_schedule
 from harness.results.slo import evaluate, parse_slo
 from harness.results.stats import NS_PER_MS, PERCENTILES, percentile_key, ratio, weighted_distribution
 
@@ -142,9 +148,14 @@ def token_summary(
     dispatch = c["dispatch_ns"]
     ttft_dispatch = (first - dispatch)[with_first & (dispatch > 0)]
     e2e = (done - issue)[ok]
+    e2e_dispatch = (done - dispatch)[ok & (dispatch > 0)]
     tpot = (done - first)[multi] / (n[multi] - 1)
     span_s = float(done.max() - issue.min()) / 1e9
-    per_req = n[ok & (n > 0)] / ((done - issue)[ok & (n > 0)] / 1e9)
+    # Per request, as a user sees it: from LoadGen's issue on its schedule, from dispatch on
+    # the harness's own (a closed loop's issue is the backlog's start): per-request tokens/s,
+    # the length buckets, SLO attainment and goodput, the prompt cache's TTFT split.
+    start = np.where(dispatch > 0, dispatch, issue) if harness_schedule(config) else issue
+    per_req = n[ok & (n > 0)] / ((done - start)[ok & (n > 0)] / 1e9)
     ok_entries = [e for e in entries if e.get("status") == "ok"]
     itl, itl_w = itl_samples(ok_entries)
     retries, retried = count_retries(all_entries)
@@ -169,6 +180,8 @@ def token_summary(
         "itl_ms": weighted_distribution(itl, itl_w, unit=NS_PER_MS),
         "e2e_ms": weighted_distribution(e2e, unit=NS_PER_MS),
         "ttft_from_dispatch_ms": weighted_distribution(ttft_dispatch, unit=NS_PER_MS),
+        # TPOT needs no twin: (E2E - TTFT) / (n - 1) is the same from issue or dispatch
+        "e2e_from_dispatch_ms": weighted_distribution(e2e_dispatch, unit=NS_PER_MS),
         "output_tokens_per_s": float(n[ok].sum()) / span_s if span_s > 0 else None,
         "input_tokens_per_s": float(c["input_tokens"][ok].sum()) / span_s if span_s > 0 else None,
         "request_output_tokens_per_s": weighted_distribution(per_req),
@@ -184,9 +197,9 @@ def token_summary(
     }
     by_qid = {int(e["query_id"]): e for e in entries if "query_id" in e}
     per_req = [by_qid.get(int(q), {}) for q in c["query_id"]]
-    ttft_all = np.where(first > 0, (first - issue) / 1e6, np.nan)
+    ttft_all = np.where(first > 0, (first - start) / 1e6, np.nan)
     tpot_all = np.where((first > 0) & (n > 1), (done - first) / np.maximum(n - 1, 1) / 1e6, np.nan)
-    e2e_all = (done - issue) / 1e6
+    e2e_all = (done - start) / 1e6
     ours["by_input_length"] = _buckets(c["input_tokens"], ok, ttft_all, tpot_all, e2e_all, n)
     ours["by_output_length"] = _buckets(n, ok, ttft_all, tpot_all, e2e_all, n)
     checked = np.array([e.get("valid") is not None for e in per_req], dtype=bool)

@@ -13,6 +13,7 @@ from harness.analysis.run_data import load_run
 from harness.config.run_config import RunConfig
 from harness.errors import OutputError
 from harness.report import write_report
+from harness.results import metrics
 from harness.results.summary import SCHEMA_VERSION
 from harness.run import runner
 from tests.support.report_runs import SCHEMA, http_token_run, server_run_with_failures, token_run
@@ -54,6 +55,15 @@ def test_real_summaries_validate(validator, runs, kind):
         assert summary["tokens"]["ttft_ms"]["p50"] > 0
     else:
         assert summary.get("tokens") is None
+
+
+@pytest.mark.parametrize("kind", ["server", "offline", "multistream", "tokens", "http"])
+def test_on_loadgens_schedule_loadgens_figures_stay_the_headline(runs, kind):
+    summary = json.loads((runs[kind] / "summary.json").read_text())
+    assert summary["schedule"] == {"owner": "loadgen", "kind": None, "timed_from": "issue"}
+    assert metrics.from_summary(summary) == metrics.from_summary(summary, "loadgen")
+    if kind == "server":  # LoadGen's own latency, not the harness's from dispatch
+        assert metrics.from_summary(summary)["latency_p99"] == summary["loadgen"]["latency_ms"]["p99"]
 
 
 def test_schema_rejects_what_renderers_cannot_read(validator, runs):
