@@ -5,17 +5,24 @@ session. Each run is a real LoadGen Offline test in a child process (harness.run
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import numpy as np
 import pytest
+from rich.console import Console
 
 from harness.errors import ConfigError
+from harness.report.markdown import render_markdown
+from harness.report.terminal import render
 from harness.results.records import read_records
 from harness.results.token_metrics import read_token_entries
 from tests.support.http_servers import ServerThread, SessionTruth, Timing, openai_app
+from tests.support.report_runs import SCHEMA
 
 THINK_S = 0.03
 USERS = 3
@@ -109,6 +116,19 @@ def test_a_failing_turn_fails_its_session_and_later_turns_are_not_sent(run_harne
     reasons = sorted(str(e) for e in rec["error"] if e)
     assert reasons[1] == "session_failed: turn 1 of session bad failed (http_503); turn 2 not sent", reasons
     assert s["harness"]["failures_by_reason"] == {"http_503": 1, "session_failed": 1}
+    # the section is what the schema says, and the views show it (the terminal's in 80 columns)
+    schema = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    assert [f"{list(e.path)}: {e.message}" for e in schema.iter_errors(s)] == []
+    console = Console(width=80, record=True, file=io.StringIO())
+    render(s, console, str(run_dir))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "session bad failed at turn 1: http_503" in text
+    assert re.search(r"^3 +2 +1 +7/9 ", text, re.M), text  # sessions, done, failed, turns ok
+    from harness.analysis.run_data import load_run
+
+    md = render_markdown(load_run(run_dir, s))
+    assert "### Sessions" in md and "| 1 | 2/3 |" in md  # turn 1: the bad session's failed
 
 
 def test_sessions_need_openai_chat(run_harness):
