@@ -137,3 +137,20 @@ def test_sessions_need_openai_chat(run_harness):
                     backend_options={"protocol": "openai-completions", "url": srv.url + "/v1"})
     assert "\n" not in str(info.value)
     assert "with protocol openai-completions takes none; use backend http with protocol=openai-chat" in str(info.value)
+
+
+@pytest.mark.parametrize("salt", [False, True])
+def test_salt_defeats_the_prefix_shared_across_sessions(run_harness, tmp_path, salt):
+    same = [{"role": "system", "content": "you are terse"}, {"role": "user", "content": "tell me a long story now"}]
+    f = tmp_path / "same.jsonl"
+    f.write_text("".join(json.dumps({"id": sid, "messages": same}) + "\n" for sid in ("first", "second")))
+    truth = SessionTruth(header="X-Conv")
+    with ServerThread(openai_app(Timing(ttft_ms=5, tpot_ms=1), sessions=truth)) as srv:
+        _, s = _run(run_harness, srv, f"chat-sessions:{f}", users=1, salt=salt, affinity_header="X-Conv")
+    assert sorted(truth.turns) == [("first", 0), ("second", 0)]  # each id in the configured header
+    cached, words = truth.served[("second", 0)][2], truth.served[("second", 0)][3]
+    # users=1: the second session starts after the first ended, whose prompt it repeats. The
+    # server caches all of it but the last word; with a salt after the system prompt, only
+    # the system prompt's 3 words are shared.
+    assert cached == (3 if salt else words - 1), (cached, words)
+    assert s["sessions"]["by_turn"][0]["cached_tokens_mean"] == pytest.approx((0 + cached) / 2)
