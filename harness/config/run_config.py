@@ -387,6 +387,11 @@ class RunConfig(BaseModel):
             if self.concurrency or self.distribute.shards:
                 raise ValueError("a session dataset's requests in flight are its users (sessions.users): drop "
                                  "concurrency and distribute.client_processes")
+            counts = [k for k in ("min_duration_s", "max_duration_s", "min_query_count", "max_query_count",
+                                  "performance_sample_count", "offline_expected_qps") if getattr(self, k)]
+            if counts:
+                raise ValueError(f"a session run sends each turn of the dataset once (the harness sets LoadGen's counts "
+                                 f"to the number of turns): drop {', '.join(counts)}; the dataset's n sets the run's size")
         unknown = sorted(set(self.slo or {}) - set(SLO_TARGETS))
         if unknown:
             raise ValueError(f"slo.{unknown[0]}: unknown target; use {', '.join('slo.' + t for t in SLO_TARGETS)}")

@@ -111,3 +111,5 @@ def test_config_refuses_sessions_outside_offline_and_with_concurrency():
     with pytest.raises(ValueError, match="not an HTTP header name"):
         RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2",
                   sessions={"affinity_header": "X Session"})
+    with pytest.raises(ValueError, match="drop min_duration_s, min_query_count; the dataset's n sets the run's size"):
+        RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2", min_duration_s=10, min_query_count=5)
