@@ -74,8 +74,6 @@ class SessionHold:
         self._ready: deque[int] = deque()  # open sessions whose next turn may go now
         self._failing: deque[tuple[int, int, int]] = deque()  # turns of failed sessions: completed unsent
         self.wake: Callable[[], None] = lambda: None
-        #: the most sessions open at once, seen (the users cap, proven by the run)
-        self.open_max = 0
 
     # --- the queue -----------------------------------------------------------------------
     def put(self, samples: Any, issued: int) -> None:
@@ -109,7 +107,6 @@ class SessionHold:
             s = self._fresh.popleft()
             self._state[s] = 1
             self._open += 1
-            self.open_max = max(self.open_max, self._open)
         else:
             return None
         self._busy[s] = True

@@ -297,9 +297,9 @@ class StreamingSUT:
             ids: list[int] | None = [] if self._log_ids else None
             ids_source: str | None = None
             bug: Exception | None = None
-            dispatch = _now()
             if held is not None:  # built now, from the answers so far; or not sent, with the reason
                 sample, error = held.request(index)
+            dispatch = _now()
             try:
                 stream = self.backend.stream(sample) if not error else _nothing()
                 async for chunk in stream:
