@@ -4,7 +4,8 @@ LoadGen knows no dependency between samples, so the mapping is the harness's: on
 one turn (harness.data.sessions), the run is Offline, and LoadGen issues every turn at once.
 `SessionHold` stands in for the SUT's issue queue and holds turn k of a session back until
 turn k-1 has completed and a think time has passed; at most `users` sessions are open at
-once (opened in dataset order, a session stays open through its think times until its last
+once (opened in dataset order whatever order LoadGen issued them in, so a seeded run
+starts the same sessions together; a session stays open through its think times until its last
 turn ends). LoadGen's latencies therefore count from its Offline issue and include the time
 a turn was held; the harness's per-turn figures count from dispatch.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -70,7 +72,7 @@ class SessionHold:
         self._state = [0] * n  # 0 not opened, 1 open, 2 ended
         self._failed: dict[int, str] = {}  # session -> why it ended early
         self._open = 0
-        self._fresh: deque[int] = deque()  # sessions whose first turn is issued, waiting for a user
+        self._fresh: list[int] = []  # a heap: sessions whose first turn is issued, waiting for a user
         self._ready: deque[int] = deque()  # open sessions whose next turn may go now
         self._failing: deque[tuple[int, int, int]] = deque()  # turns of failed sessions: completed unsent
         self.wake: Callable[[], None] = lambda: None
@@ -94,7 +96,7 @@ class SessionHold:
         if ref.turn != self._next[s]:
             return  # a later turn: it waits for the ones before it
         if ref.turn == 0 and self._state[s] == 0:
-            self._fresh.append(s)
+            heapq.heappush(self._fresh, s)
         elif self._state[s] == 1 and not self._busy[s]:
             self._when_due(s)
 
@@ -104,7 +106,7 @@ class SessionHold:
         if self._ready:
             s = self._ready.popleft()
         elif self._fresh and self._open < self.users:
-            s = self._fresh.popleft()
+            s = heapq.heappop(self._fresh)
             self._state[s] = 1
             self._open += 1
         else:
