@@ -196,6 +196,10 @@ def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
                 f"backend {backend.name!r}" + (f" with protocol {protocol}" if protocol else "")
                 + " takes none; use backend http with protocol=openai-chat"
             )
+        limit = backend.max_in_flight
+        if limit is not None and limit < config.sessions.users:  # the rest would wait for a connection, timed
+            raise ConfigError(f"sessions.users {config.sessions.users}: the backend serves at most {limit} requests at "
+                              "once (its max_in_flight); raise max_in_flight or lower sessions.users")
         return build_session_dataset(config.dataset, config.seed, backend.count_tokens)
     if backend.takes_prompts:
         from harness.data.prompts import build_prompt_dataset

@@ -162,3 +162,12 @@ def test_salt_defeats_the_prefix_shared_across_sessions(run_harness, tmp_path, s
     # the system prompt's 3 words are shared.
     assert cached == (3 if salt else words - 1), (cached, words)
     assert s["sessions"]["by_turn"][0]["cached_tokens_mean"] == pytest.approx((0 + cached) / 2)
+
+
+def test_users_beyond_the_backends_in_flight_limit_are_refused(run_harness):
+    # the extra users' turns would wait for a pooled connection inside their timed TTFT
+    with ServerThread(openai_app(Timing())) as srv, pytest.raises(ConfigError) as info:
+        run_harness(backend="http", scenario="Offline", dataset="synthetic-sessions:n=4,turns=2",
+                    backend_options={"protocol": "openai-chat", "url": srv.url + "/v1", "max_in_flight": 2},
+                    sessions={"users": 3})
+    assert str(info.value).startswith("sessions.users 3: the backend serves at most 2 requests at once")
