@@ -256,6 +256,17 @@ class StreamingBackend(Backend):
         """True: answers are token streams, so LoadGen gets token counts and tokens.jsonl is kept."""
         return self.kind == "generative"
 
+    @property
+    def takes_sessions(self) -> bool:
+        """True: `chat_request` builds a chat request at dispatch (multi-turn sessions)."""
+        return False
+
+    def chat_request(self, messages: list[dict[str, Any]], max_tokens: int | None, headers: dict[str, str]) -> Any:
+        """The request `stream` takes for a chat `messages` list built at dispatch (a session's
+        turn, carrying the turns before it), with `headers` added to that request only.
+        Only a backend whose `takes_sessions` is true is asked."""
+        raise TypeError(f"backend {self.name!r} does not build chat requests")
+
     def prepare(self, sample: Any) -> Any:
         """Turn a dataset sample into the request `stream` takes, when the QSL loads it,
         so that the timed path starts from ready bytes. Default: the sample itself. A

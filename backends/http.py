@@ -37,7 +37,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -158,6 +158,21 @@ class PreparedRequest:
 
     body: bytes
     input_tokens: int  # counted locally (tokenizer) or the generator's target; 0 unknown
+    headers: bytes = b""  # this request's own header lines (a session's affinity header)
+
+
+@dataclass(frozen=True)
+class _ChatTurn:
+    """A session's turn as `prepare` takes it: the messages built at dispatch."""
+
+    messages: tuple[dict[str, Any], ...]
+    max_tokens: int | None
+    prompt: None = None
+    input_ids: None = None
+    target_input_tokens: int = 0
+
+    def text(self) -> str:
+        return "\n".join(str(m.get("content") or "") for m in self.messages)
 
 
 def _chat_messages(sample: Any) -> list[dict[str, str]]:
@@ -365,6 +380,16 @@ class HttpBackend(StreamingBackend):
     def inputs(self) -> list[TensorSpec]:
         return list(self._inputs)
 
+    @property
+    def takes_sessions(self) -> bool:
+        return self.options.protocol == "openai-chat"
+
+    def chat_request(self, messages: list[dict[str, Any]], max_tokens: int | None, headers: dict[str, str]) -> PreparedRequest:
+        """A session's turn, built at dispatch: the body as `prepare` makes it, plus its headers."""
+        request = self.prepare(_ChatTurn(tuple(messages), max_tokens))
+        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        return replace(request, headers=lines.encode("latin-1")) if lines else request
+
     # --- prepare: sample -> request body, before the timed test -----------------------
     def prepare(self, sample: Any) -> PreparedRequest:
         o = self.options
@@ -449,7 +474,7 @@ class HttpBackend(StreamingBackend):
         attempt = 0
         while True:
             try:
-                resp = await self._client.request("POST", self._path, sample.body)
+                resp = await self._client.request("POST", self._path, sample.body, sample.headers)
                 status = resp.status
                 if status < 300:
                     encoding = resp.headers.get("content-encoding")

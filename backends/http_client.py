@@ -365,15 +365,15 @@ class HttpClient:
         self._open -= 1
 
     # --- requests --------------------------------------------------------------------------
-    async def request(self, method: str, path: str, body: bytes = b"") -> Response:
+    async def request(self, method: str, path: str, body: bytes = b"", headers: bytes = b"") -> Response:
         """Send one request and return once the response headers arrived.
 
         The total timeout runs from this call: it bounds the wait for a pooled connection
         and the connect, and a request whose deadline passed before it could leave is
         never written.
         """
-        head = b"%s %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n" % (
-            method.encode(), path.encode(), self._header_block, len(body),
+        head = b"%s %s HTTP/1.1\r\n%s%sContent-Length: %d\r\n\r\n" % (
+            method.encode(), path.encode(), self._header_block, headers, len(body),
         )  # fmt: skip
         message = head + body if len(body) < 65536 else None  # one write, one segment
         loop = self._loop

@@ -263,6 +263,10 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         conf_path = run_dir / "loaded.conf"
         conf_path.write_text(conf_text)
     settings = build_test_settings(lg, config, conf_path)
+    if getattr(sut, "sessions", None) is not None:  # each turn issued once: harness.child.sessions
+        from harness.child.sessions import session_settings
+
+        session_settings(settings, dataset)
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(run_dir)
     log_settings.log_output.copy_summary_to_stdout = False

@@ -99,6 +99,10 @@ class StreamingFactory:
     def sut(self, records: Any, outlet: Any, return_outputs: bool, crash: Callable[[BaseException], None] | None,
             max_in_flight: int | None = None, **kw: Any) -> StreamingSUT:
         """The SUT over any outlet: LoadGen's here, a client shard's in harness.child.shard."""
+        held = session_hold(self.config, self.backend, self.dataset, self.runner.loop)
+        if held is not None:
+            kw["sessions"] = held
+            max_in_flight = held.users  # one turn in flight a session at most
         return StreamingSUT(
             self.backend,
             self.dataset,
@@ -112,6 +116,20 @@ class StreamingFactory:
             crash=crash,
             **kw,
         )
+
+
+def session_hold(config: RunConfig, backend: StreamingBackend, dataset: Dataset, loop: Any) -> Any:
+    """The SUT's hold for a session dataset (harness.child.sessions); None for any other."""
+    from harness.data.sessions import SessionDataset
+
+    source = getattr(dataset, "source", None)
+    if not isinstance(source, SessionDataset):
+        return None
+    from harness.child.sessions import SessionHold
+
+    s = config.sessions
+    return SessionHold(source, backend.chat_request, loop, time.perf_counter_ns, users=s.users,
+                       think_time=s.think_time_s, header=s.affinity_header, salt=s.salt, seed=config.seed)
 
 
 def first_token_calls(config: RunConfig) -> bool:
@@ -142,10 +160,17 @@ def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int,
     (MLPerf logs ids): its chunks' or its tokenizer's; the warm-up shows which, and a
     backend with neither stops the run here, before the test, with the option to set.
     """
-    dataset = PreparedDataset(build_source(config, backend), backend.prepare)
+    source = build_source(config, backend)
+    # A session's turns are built at dispatch, from the answers before them (harness.child.sessions).
+    dataset = PreparedDataset(source, _as_is if _is_sessions(source) else backend.prepare)
     runner = EventLoopThread()
     t0 = time.perf_counter()
-    output, saw_ids = runner.run(_warmup(backend, dataset, backend.options.warmup_requests))
+    warm = backend.options.warmup_requests
+    if warm and _is_sessions(source):
+        # one pooled connection a user: the first turns go out together, and a handshake
+        # would land in their timed TTFT (seen: ~3 ms of a 55 ms TTFT here)
+        warm = max(warm, config.sessions.users)
+    output, saw_ids = runner.run(_warmup(backend, dataset, warm))
     if return_outputs and backend.produces_tokens and backend.tokenize_output is None and not saw_ids:
         runner.close()
         heard = "the warm-up answers carried no token ids" if backend.options.warmup_requests else "warmup_requests is 0"
@@ -161,6 +186,21 @@ def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int,
 def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
     """The run's dataset for a loaded streaming backend: prompts (lengths in the backend's
     tokens when it has a tokenizer) or tensors shaped by its inputs."""
+    from harness.data.sessions import build_session_dataset, is_session_spec
+
+    if is_session_spec(config.dataset):
+        if not backend.takes_sessions:
+            protocol = getattr(backend.options, "protocol", None)
+            raise ConfigError(
+                f"dataset {config.dataset!r} is multi-turn sessions, which need a chat API to carry the history: "
+                f"backend {backend.name!r}" + (f" with protocol {protocol}" if protocol else "")
+                + " takes none; use backend http with protocol=openai-chat"
+            )
+        limit = backend.max_in_flight
+        if limit is not None and limit < config.sessions.users:  # the rest would wait for a connection, timed
+            raise ConfigError(f"sessions.users {config.sessions.users}: the backend serves at most {limit} requests at "
+                              "once (its max_in_flight); raise max_in_flight or lower sessions.users")
+        return build_session_dataset(config.dataset, config.seed, backend.count_tokens)
     if backend.takes_prompts:
         from harness.data.prompts import build_prompt_dataset
         from harness.results.slo import parse_slo
@@ -175,7 +215,7 @@ def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
     return build_tensor_dataset(config.dataset, backend.inputs(), config.seed)
 
 
-def warmup_request(dataset: Dataset, i: int) -> Any:
+def warmup_request(dataset: Dataset, i: int, backend: StreamingBackend | None = None) -> Any:
     """The i-th warm-up request: for a prompt dataset, sample i's prompt behind a marker, so
     that no timed prompt was sent before. A server's prompt cache matches the longest
     common prefix: warmed on sample 0 itself, a first timed request on sample 0 was a full
@@ -190,6 +230,12 @@ def warmup_request(dataset: Dataset, i: int) -> Any:
     from harness.data.prompts import PromptDataset
 
     source = getattr(dataset, "source", None)
+    if isinstance(dataset, PreparedDataset) and _is_sessions(source):
+        # A session's first turn as a chat of its own, behind the marker: nothing timed was sent.
+        sess = source.sessions[i % len(source.sessions)]
+        turn = sess.turns[0]
+        return backend.chat_request([{"role": "user", "content": f"Warm-up request {i}, not timed. {turn.content}"}],
+                                    turn.max_tokens, {})
     if not isinstance(dataset, PreparedDataset) or not isinstance(source, PromptDataset):
         return dataset.materialize(i % len(dataset))
     base = source.materialize(i % len(source))
@@ -204,6 +250,16 @@ def warmup_request(dataset: Dataset, i: int) -> Any:
     return dataset._prepare(sample)
 
 
+def _as_is(sample: Any) -> Any:
+    return sample
+
+
+def _is_sessions(source: Any) -> bool:
+    from harness.data.sessions import SessionDataset
+
+    return isinstance(source, SessionDataset)
+
+
 async def _warmup(backend: StreamingBackend, dataset: Dataset, n: int) -> Any:
     """Open the pool and send `n` requests at once, outside the timed test.
 
@@ -215,7 +271,7 @@ async def _warmup(backend: StreamingBackend, dataset: Dataset, n: int) -> Any:
     await backend.open()
 
     async def one(i: int) -> Any:
-        sample = warmup_request(dataset, i)
+        sample = warmup_request(dataset, i, backend)
         output = None
         ids = False
         try:

@@ -151,6 +151,7 @@ class StreamingSUT:
         crash: Callable[[BaseException], None] | None = None,
         clock: Callable[[], int] = time.perf_counter_ns,
         worker: int = 0,
+        sessions: Any = None,
     ) -> None:
         self.backend = backend
         self.dataset = dataset
@@ -183,6 +184,12 @@ class StreamingSUT:
         #: the backend's redaction of a request's whole text (its secrets, echoed by a
         #: server, never reach tokens.jsonl or LoadGen's log); None: nothing to hide
         self._redact: Callable[[str], str] | None = backend.redact_text
+        #: a session dataset's hold (harness.child.sessions): it is the queue, builds each
+        #: turn's request at dispatch and hears each turn's end; None: samples are independent
+        self.sessions = sessions
+        if sessions is not None:
+            self._queue = sessions
+            sessions.wake = self._start_workers
         self._probing = True
         self._lags: list[tuple[float, float]] = []  # (the loop's clock, seconds late), one a LAG_PERIOD_S
 
@@ -276,7 +283,8 @@ class StreamingSUT:
         completed = False
         stream: Any = None
         try:
-            sample = self.dataset.get(index)
+            held = self.sessions
+            sample = self.dataset.get(index) if held is None else None
             times: list[int] = []
             counts: list[int] = []
             texts: list[str] = []
@@ -289,9 +297,11 @@ class StreamingSUT:
             ids: list[int] | None = [] if self._log_ids else None
             ids_source: str | None = None
             bug: Exception | None = None
+            if held is not None:  # built now, from the answers so far; or not sent, with the reason
+                sample, error = held.request(index)
             dispatch = _now()
             try:
-                stream = self.backend.stream(sample)
+                stream = self.backend.stream(sample) if not error else _nothing()
                 async for chunk in stream:
                     try:  # the loop body is the harness's own code: an exception here is a bug
                         t = _now()
@@ -358,6 +368,8 @@ class StreamingSUT:
                 data = None
             self._out.complete(qid, data, lg_tokens)
             completed = True
+            if held is not None:
+                held.done(index, "".join(texts), error, done)
             status = "error" if error else "ok"
             self.records.add(
                 (qid, index, issued, dispatch, first_byte, first_token, done, n_tokens, input_tokens, next(self._ids),
@@ -389,6 +401,7 @@ class StreamingSUT:
                         "text": text,
                         "valid": valid,
                         **({"metrics": metrics} if metrics else {}),
+                        **(held.tags(index) if held is not None else {}),
                         **({"ids_source": ids_source, "n_ids": len(ids)} if ids_source is not None and ids is not None else {}),
                     }
                 )
@@ -479,6 +492,12 @@ def lag_summary(lags: list[tuple[float, float]]) -> dict[str, Any] | None:
     return {"period_ms": LAG_PERIOD_S * 1e3, "samples": len(late),
             **distribution(late, unit=1e-3, percentiles=(50, 99)),  # s -> ms
             "per_second_max": [[sec * 1_000_000_000, lag * 1e3] for sec, lag in sorted(worst.items())]}
+
+
+async def _nothing() -> Any:
+    """The stream of a turn that is not sent (its session failed): no chunk."""
+    return
+    yield
 
 
 def _int(d: dict[str, Any] | None, key: str) -> int | None:

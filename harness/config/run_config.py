@@ -12,12 +12,14 @@ read back from LoadGen's log into summary.json.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harness.data.sessions import is_session_spec
 from harness.errors import ConfigError
 from harness.results.loadgen_log import INTERACTIVE, loadgen_scenario
 from harness.results.slo import TARGETS as SLO_TARGETS
@@ -170,6 +172,31 @@ class Distribute(BaseModel):
         return self.enabled or (self.shards > 0 and self.transport == "ray")
 
 
+class Sessions(BaseModel):
+    """Multi-turn sessions (a session dataset: chat-sessions, sharegpt-sessions,
+    synthetic-sessions; docs/llm.md): how many users talk at once and how they pace."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    users: int = Field(1, ge=1, le=MAX_WORKERS, description="sessions open at once (concurrent users); a session "
+                       "stays open through its think times until its last turn ends")
+    think_time_s: str = Field("0", description="after a turn's answer, before the next turn: seconds (0.5), "
+                              "uniform(lo,hi) or lognormal(median,sigma)")
+    affinity_header: str | None = Field("X-Session-ID", description="request header carrying the session's id "
+                                        "(sticky routing to the server that holds its cache); null: none")
+    salt: bool = Field(False, description="a per-session salt ahead of each session's own content, so no two "
+                       "sessions share a prefix past the system prompt (defeats cross-session prefix caching)")
+
+    @model_validator(mode="after")
+    def _valid(self) -> Sessions:
+        from harness.data.sessions import think_time_sampler
+
+        think_time_sampler(self.think_time_s)  # ValueError: the config's one line says what to write
+        if self.affinity_header is not None and not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}", self.affinity_header):
+            raise ValueError(f"sessions.affinity_header {self.affinity_header!r} is not an HTTP header name")
+        return self
+
+
 class RunConfig(BaseModel):
     """One LoadGen test. Units are in the key names."""
 
@@ -288,6 +315,9 @@ class RunConfig(BaseModel):
     distribute: Distribute = Field(
         default_factory=Distribute, description="backend replicas on Ray, client shards (docs/distribute.md)"
     )
+    sessions: Sessions = Field(
+        default_factory=Sessions, description="multi-turn sessions: users, think time, affinity header, salt"
+    )
     slo: dict[str, float] | None = Field(
         None, description="per-request targets for goodput: ttft_ms, tpot_ms, e2e_ms (see docs/llm.md)"
     )
@@ -351,6 +381,18 @@ class RunConfig(BaseModel):
                     f"offline_expected_qps x min_duration_s asks LoadGen for {samples:.3g} samples in one query, "
                     f"more than it can hold ({MAX_COUNT:,}); lower one of them"
                 )
+        if is_session_spec(self.dataset):
+            if self.scenario != "Offline":
+                raise ValueError(f"dataset {self.dataset!r} is multi-turn sessions: LoadGen must issue every turn at "
+                                 f"once and the harness paces them, so use scenario Offline, not {self.scenario}")
+            if self.concurrency or self.distribute.shards:
+                raise ValueError("a session dataset's requests in flight are its users (sessions.users): drop "
+                                 "concurrency and distribute.client_processes")
+            counts = [k for k in ("min_duration_s", "max_duration_s", "min_query_count", "max_query_count",
+                                  "performance_sample_count", "offline_expected_qps") if getattr(self, k)]
+            if counts:
+                raise ValueError(f"a session run sends each turn of the dataset once (the harness sets LoadGen's counts "
+                                 f"to the number of turns): drop {', '.join(counts)}; the dataset's n sets the run's size")
         unknown = sorted(set(self.slo or {}) - set(SLO_TARGETS))
         if unknown:
             raise ValueError(f"slo.{unknown[0]}: unknown target; use {', '.join('slo.' + t for t in SLO_TARGETS)}")

@@ -6,6 +6,8 @@
     npy:PATH, or PATH of a folder              .npy/.npz samples, optional labels.npy
     jsonl:PATH[,validator=KIND], or PATH.jsonl prompts, one JSON object a line
     sharegpt:PATH[,n=N,seed=S,validator=KIND]  ShareGPT conversations
+    chat-sessions:PATH, sharegpt-sessions:PATH[,n=N,seed=S], synthetic-sessions[:KEY=VALUE,...]
+                                               multi-turn sessions (harness.data.sessions)
     mlperf:SET:PATH                            MLPerf's processed LLM file, as shipped, with
                                                its references (SET: llama3.1-8b, llama2-70b,
                                                deepseek-r1, gpt-oss; harness.data.mlperf_llm)
@@ -24,11 +26,12 @@ from pathlib import Path
 from harness.errors import DatasetError
 
 #: kinds whose first item is a path, with the parameters that may follow it
-PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator",), "sharegpt": ("n", "seed", "validator")}
+PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator",), "sharegpt": ("n", "seed", "validator"),
+                                          "chat-sessions": (), "sharegpt-sessions": ("n", "seed")}
 #: MLPerf's LLM sets (harness.data.mlperf_llm.READERS, less its generic jsonl)
 MLPERF_SETS = ("llama3.1-8b", "llama2-70b", "deepseek-r1", "gpt-oss")
 #: kinds named by a word alone; anything else bare that looks like a path is one
-NAMED_KINDS = ("synthetic", "digits")
+NAMED_KINDS = ("synthetic", "digits", "synthetic-sessions")
 
 
 @dataclass(frozen=True)

@@ -744,3 +744,34 @@ def telemetry_tables(tel: dict[str, Any]) -> list[tuple[str, Table]]:
     if tel.get("gpu"):
         out.append(("GPU (NVML)", gpu_table(tel["gpu"])))
     return out
+
+
+def session_tables(summary: dict[str, Any]) -> list[tuple[str, Table]]:
+    """A multi-turn run's sessions and its figures by turn index (from dispatch); none for
+    another run. Columns short enough for 80 terminal columns."""
+    ses = summary.get("sessions")
+    if not isinstance(ses, dict):
+        return []
+    dur, gap = ses["duration_ms"], ses["think_gap_ms"]
+    overview = (["sessions", "done", "failed", "turns ok", "dur p50 ms", "dur p99 ms", "think min ms", "open max"],
+                [[f"{ses['count']:,}", f"{ses['completed']:,}", f"{len(ses['failed']):,}",
+                  f"{ses['turns_completed']:,}/{ses['turns']:,}", ms(dur["p50"]), ms(dur["p99"]), ms(gap["min"]),
+                  str(ses["open_max"])]])
+    by_turn = (["turn", "ok", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "input", "cached"],
+               [[str(r["turn"]), f"{r['succeeded']:,}/{r['requests']:,}", ms(r["ttft_ms"]["p50"]), ms(r["ttft_ms"]["p99"]),
+                 ms(r["tpot_ms"]["p50"]), ms(r["tpot_ms"]["p99"]), num(r["input_tokens_mean"]),
+                 num(r["cached_tokens_mean"])] for r in ses["by_turn"]])
+    return [("per session", overview), ("by turn (ms from dispatch; tokens: mean a turn)", by_turn)]
+
+
+def session_lines(summary: dict[str, Any], limit: int = 5) -> list[str]:
+    """The failed sessions (the first `limit`), each with the turn that failed and why, and
+    how LoadGen's latencies differ from the per-turn figures."""
+    ses = summary.get("sessions")
+    if not isinstance(ses, dict):
+        return []
+    out = [f"session {f['session']} failed at turn {f['turn']}: {cut_middle(f['reason'], 60)}"
+           for f in ses["failed"][:limit]]
+    if len(ses["failed"]) > limit:
+        out.append(f"... and {len(ses['failed']) - limit:,} more failed sessions (summary.json sessions.failed)")
+    return [*out, ses["loadgen_note"]]

@@ -98,6 +98,9 @@ def render_html(data: RunData) -> str:
     tokens = s.get("tokens")
     if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens)):
         parts.append(_section("tokens", "".join(_table(spec) for spec in specs)))
+    if sessions := fig.session_tables(s):
+        notes = "".join(f'<p class="note">{_e(line)}</p>' for line in fig.session_lines(s))
+        parts.append(_section("sessions", "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in sessions) + notes))
     tel = s.get("telemetry")
     if isinstance(tel, dict):
         parts.append(_section("system under test (telemetry)", _telemetry(data, tel)))

@@ -38,6 +38,11 @@ def render_markdown(data: RunData) -> str:
     tokens = s.get("tokens")
     if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens)):
         parts += ["### Tokens"] + [_table(spec) for spec in specs]
+    if sessions := fig.session_tables(s):
+        parts.append("### Sessions")
+        for title, spec in sessions:
+            parts += [f"**{title}**", _table(spec)]
+        parts += [f"- {_cell(line)}" for line in fig.session_lines(s)]
     tel = s.get("telemetry")
     if isinstance(tel, dict):
         parts += ["### System under test (telemetry)"] + [f"- telemetry: {n}" for n in tel.get("notes") or []]

@@ -80,6 +80,10 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         # the figures a token run is about; --details: every key of the section
         for spec in fig.tokens_tables(tokens) if details else fig.llm_tables(tokens, timed_from_dispatch(summary)):
             console.print(rich_table("tokens", spec))
+    for title, spec in fig.session_tables(summary):
+        console.print(rich_table(title, spec))
+    for line in fig.session_lines(summary):
+        console.print(f"  {line}", highlight=False)
     tel = summary.get("telemetry")
     if isinstance(tel, dict):
         for note in tel.get("notes") or []:

@@ -28,6 +28,7 @@ from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
 from harness.results.schedule import schedule_section
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
+from harness.results.sessions import session_summary
 from harness.results.token_metrics import read_token_entries, token_summary
 from harness.results.distribute import replica_summary, shard_summary
 from harness.results.telemetry import telemetry_summary
@@ -396,6 +397,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "backend": child.get("backend"),
         "dataset": child.get("dataset"),
     }
+    summary["sessions"] = session_summary(rec, token_entries)
     cluster = folder.read_json(run_dir, folder.CLUSTER)
     summary["replicas"] = replica_summary(rec, cluster)
     summary["client_shards"] = shard_summary(rec, cluster, child)

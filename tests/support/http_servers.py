@@ -127,6 +127,84 @@ class TruthMetrics:
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+class SessionTruth:
+    """The truth server's sessions mode: multi-turn chats, checked and cached.
+
+    A chat request names its session in `header`; its turn k is its number of user messages
+    less one. Turn k must carry turns 0..k-1 exactly as this server saw and answered them:
+    the same user messages and, after each, this server's answer text. Every request that
+    does not is counted in `mismatches` (with what differed in `mismatch_notes`). Answers
+    are unique per session and turn ("<session>.<turn>.<i>" one word a token), so a carried
+    answer cannot match by chance.
+
+    The prefix-cache model: the prompt is every message's words in order; its cached part is
+    the longest prefix shared with any earlier request's prompt followed by its answer (what a
+    server's KV cache holds after serving it), less `cache_block`'s remainder (caches hold
+    whole blocks). TTFT is then ttft_ms + ttft_ms_per_prompt_token x (prompt words - cached),
+    and usage.prompt_tokens_details.cached_tokens reports the cached words.
+
+    `drop_history`: a gateway in front of the server keeps only each request's last message
+    (a proxy that drops context): the server then sees no history, and counts it."""
+
+    def __init__(self, header: str = "X-Session-ID", cache_block: int = 1, drop_history: bool = False) -> None:
+        self.header = header
+        self.cache_block = cache_block
+        self.drop_history = drop_history
+        self.mismatches = 0
+        self.mismatch_notes: list[str] = []
+        #: (session, turn) -> (user message, answer text), as received and answered
+        self.turns: dict[tuple[str, int], tuple[str, str]] = {}
+        #: (session, turn) -> (arrival ns, first write ns, cached words, prompt words): what it did
+        self.served: dict[tuple[str, int], tuple[int, int, int, int]] = {}
+        self._held: list[tuple[str, ...]] = []  # each served request's prompt + answer words
+
+    def check(self, request_headers: Any, messages: list[dict[str, Any]]) -> tuple[str, int, list[dict[str, Any]]] | None:
+        """(session, turn, messages as the server sees them), counting a wrong history; None
+        for a request without the session header (a warm-up: no session's turn)."""
+        if self.drop_history:
+            messages = messages[-1:]
+        sid = request_headers.get(self.header, "")
+        if not sid:
+            return None
+        users = [m for m in messages if m.get("role") == "user"]
+        answers = [m for m in messages if m.get("role") == "assistant"]
+        k = len(users) - 1
+        wrong = []
+        if len(answers) != k:
+            wrong.append(f"turn {k} carries {len(answers)} answers")
+        for j in range(k):
+            had = self.turns.get((sid, j))
+            if had is None:
+                wrong.append(f"turn {j} was never answered")
+                continue
+            if users[j].get("content") != had[0]:
+                wrong.append(f"user message {j} differs")
+            if j < len(answers) and answers[j].get("content") != had[1]:
+                wrong.append(f"answer {j} differs")
+        if (sid, k) in self.turns:
+            wrong.append(f"turn {k} sent twice")
+        if wrong:
+            self.mismatches += 1
+            self.mismatch_notes.append(f"{sid} turn {k}: {'; '.join(wrong)}")
+        return sid, k, messages
+
+    def cached(self, words: tuple[str, ...]) -> int:
+        best = 0
+        for held in self._held:
+            n = 0
+            for a, b in zip(words, held, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        best = min(best, len(words) - 1)  # the last prompt token is always computed (as vLLM does)
+        return max(0, best - best % self.cache_block)
+
+    def answered(self, sid: str, k: int, user: str, words: tuple[str, ...], answer: str) -> None:
+        self.turns[(sid, k)] = (user, answer)
+        self._held.append(words + tuple(answer.split()))
+
+
 def answer_pieces(answer: str) -> list[str]:
     """An answer cut as a server streams it: each word with the spaces before it, so the
     pieces join back to the answer exactly."""
@@ -141,7 +219,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                token_ids: Callable[[str], list[int]] | None = None,
                sent_ids: dict[str, list[int]] | None = None,
                truncate_above: int | None = None, truncate_words: int = 3,
-               truncated: list[str] | None = None, lead_ids: list[int] | None = None) -> web.Application:
+               truncated: list[str] | None = None, lead_ids: list[int] | None = None,
+               sessions: SessionTruth | None = None) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
     sent, as careless servers do: the harness must keep the key out of its records anyway.
     With `received`, each request's prompt (a chat's last message; a list of token ids as
@@ -162,7 +241,9 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
     server keeps only its first `truncate_words` words: a server that degrades under load; `truncated` gets the prompt of each answer cut.
     With `lead_ids`, a streamed answer of `answers` that sends ids begins with an event of
     those ids and no text: vLLM sends a token's ids before its text while a UTF-8 character
-    is incomplete; the ids are the answer's first."""
+    is incomplete; the ids are the answer's first.
+    With `sessions` (`SessionTruth`), chat requests are session turns: their history is
+    checked, TTFT follows its prefix-cache model, and each answer is unique to its turn."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -193,6 +274,15 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         body = await request.json()
         chat = request.path.endswith("/chat/completions")
         prompt = body["messages"][-1]["content"] if chat else body["prompt"]
+        turn: tuple[str, int] | None = None
+        cached = 0
+        if sessions is not None and chat:
+            seen = sessions.check(request.headers, body["messages"])
+            if seen is not None:
+                sid, k, messages = seen
+                turn = (sid, k)
+                words = tuple(w for m in messages for w in str(m.get("content") or "").split())
+                cached = sessions.cached(words)
         if received is not None:
             received.append(prompt)
         # a completions prompt of token ids (vLLM, llama.cpp): one word an id, so that
@@ -213,7 +303,11 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         if piece_ids is not None and sent_ids is not None:
             sent_ids[text] = [*(lead_ids or ()), *(i for ids in piece_ids for i in ids)]
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and timing.usage
-        ttft_ms = timing.ttft_ms + timing.ttft_ms_per_prompt_token * len(text.split())
+        prompt_words = len(words) if turn is not None else len(text.split())
+        if turn is not None:
+            n = int(body.get("max_tokens") or timing.tokens)
+            pieces = [f"{'' if i == 0 else ' '}{turn[0]}.{turn[1]}.{i}" for i in range(n)]
+        ttft_ms = timing.ttft_ms + timing.ttft_ms_per_prompt_token * (prompt_words - cached)
         tpot_ms = timing.tpot_ms + timing.tpot_ms_per_in_flight * in_flight
 
         async def until(ms: float) -> None:
@@ -297,8 +391,13 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                 return resp  # ends the body without finish_reason or [DONE]
             if behaviour == "@hang":
                 await asyncio.sleep(3600)
+        if turn is not None and sessions is not None:
+            sessions.answered(turn[0], turn[1], prompt, words, "".join(pieces or ()))
+            sessions.served[turn] = (arrived, stamps[0] if stamps else 0, cached, prompt_words)
         if include_usage:
-            usage = {"prompt_tokens": len(text.split()), "completion_tokens": n + timing.usage_extra}
+            usage: dict[str, Any] = {"prompt_tokens": prompt_words, "completion_tokens": n + timing.usage_extra}
+            if turn is not None:
+                usage["prompt_tokens_details"] = {"cached_tokens": cached}
             await resp.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         if metrics is not None:

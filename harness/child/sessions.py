@@ -1,0 +1,189 @@
+"""Multi-turn sessions in the event-loop SUT: which turn may go out when, and its request.
+
+LoadGen knows no dependency between samples, so the mapping is the harness's: one sample is
+one turn (harness.data.sessions), the run is Offline, and LoadGen issues every turn at once.
+`SessionHold` stands in for the SUT's issue queue and holds turn k of a session back until
+turn k-1 has completed and a think time has passed; at most `users` sessions are open at
+once (opened in dataset order whatever order LoadGen issued them in, so a seeded run
+starts the same sessions together; a session stays open through its think times until its last
+turn ends). LoadGen's latencies therefore count from its Offline issue and include the time
+a turn was held; the harness's per-turn figures count from dispatch.
+
+Turn k's request is built when it is sent (`request`), from the session's turns before it
+as the server answered them: the user messages and the server's answer texts (the answers in
+a dataset file are never sent). A turn that fails ends its session: the later turns are
+not sent, and complete to LoadGen as failed with a reason naming the turn that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from harness.data.sessions import SessionDataset, think_time_sampler
+
+# think-time draws, apart from the dataset's streams
+_THINK_STREAM = 60_013
+
+#: the reason of a turn not sent because an earlier one of its session failed
+NOT_SENT = "session_failed"
+
+
+def session_settings(settings: Any, dataset: Any) -> None:
+    """LoadGen must issue each turn exactly once: every turn loaded, each index once, and
+    as many samples as turns (no duration to fill: a session's length is its own)."""
+    n = len(dataset)
+    settings.performance_issue_unique = True
+    settings.min_query_count = settings.max_query_count = n
+    settings.min_duration_ms = 0
+    settings.max_duration_ms = 0
+
+
+class SessionHold:
+    """The SUT's queue for a session dataset: `put` takes LoadGen's issued samples,
+    `take_one` gives the next turn that may go out now (or None), `done` is told each
+    turn's end. `wake` (the SUT's worker start) is called when a held turn becomes ready."""
+
+    def __init__(self, dataset: SessionDataset, build: Callable[[list[dict[str, Any]], int | None, dict[str, str]], Any],
+                 loop: asyncio.AbstractEventLoop, clock: Callable[[], int], *, users: int, think_time: str,
+                 header: str | None, salt: bool, seed: int) -> None:
+        self.data = dataset
+        self._build = build
+        self._loop = loop
+        self._now = clock
+        self.users = users
+        self._think = think_time_sampler(think_time)
+        self._header = header
+        self._seed = seed
+        self._salt = [hashlib.sha256(f"{seed}:{s.id}".encode()).hexdigest()[:16] if salt else None
+                      for s in dataset.sessions]
+        n = len(dataset.sessions)
+        self._issued: dict[int, tuple[int, int, int]] = {}  # index -> (query id, index, issue time), not yet sent
+        self._answers: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        self._next = [0] * n  # the next turn to send
+        self._ready_at = [0] * n  # perf_counter_ns the next turn may go, once issued
+        self._busy = [False] * n  # a turn in flight
+        self._state = [0] * n  # 0 not opened, 1 open, 2 ended
+        self._failed: dict[int, str] = {}  # session -> why it ended early
+        self._open = 0
+        self._fresh: list[int] = []  # a heap: sessions whose first turn is issued, waiting for a user
+        self._ready: deque[int] = deque()  # open sessions whose next turn may go now
+        self._failing: deque[tuple[int, int, int]] = deque()  # turns of failed sessions: completed unsent
+        self.wake: Callable[[], None] = lambda: None
+
+    # --- the queue -----------------------------------------------------------------------
+    def put(self, samples: Any, issued: int) -> None:
+        for s in samples:
+            self._add((s.id, s.index, issued))
+
+    def extend(self, items: list[tuple[int, int, int]]) -> None:  # pragma: no cover - client shards are refused
+        for item in items:
+            self._add(item)
+
+    def _add(self, item: tuple[int, int, int]) -> None:
+        ref = self.data.refs[item[1]]
+        s = ref.session
+        if s in self._failed:
+            self._failing.append(item)
+            return
+        self._issued[item[1]] = item
+        if ref.turn != self._next[s]:
+            return  # a later turn: it waits for the ones before it
+        if ref.turn == 0 and self._state[s] == 0:
+            heapq.heappush(self._fresh, s)
+        elif self._state[s] == 1 and not self._busy[s]:
+            self._when_due(s)
+
+    def take_one(self) -> tuple[int, int, int] | None:
+        if self._failing:
+            return self._failing.popleft()
+        if self._ready:
+            s = self._ready.popleft()
+        elif self._fresh and self._open < self.users:
+            s = heapq.heappop(self._fresh)
+            self._state[s] = 1
+            self._open += 1
+        else:
+            return None
+        self._busy[s] = True
+        return self._issued.pop(self.data.first[s] + self._next[s])
+
+    def _when_due(self, s: int) -> None:
+        wait = self._ready_at[s] - self._now()
+        if wait <= 0:
+            self._ready.append(s)
+            self.wake()
+        else:  # a timer may fire a little early: _when_due checks the clock again
+            self._loop.call_later(wait / 1e9, self._when_due, s)
+
+    # --- a turn's request and its end ---------------------------------------------------
+    def request(self, index: int) -> tuple[Any, str]:
+        """(the request, "") for a turn that goes out now; (None, reason) for a turn of a
+        failed session, which is completed as failed without a request."""
+        ref = self.data.refs[index]
+        if ref.session in self._failed:
+            return None, f"{NOT_SENT}: {self._failed[ref.session]}; turn {ref.turn} not sent"
+        sess = self.data.sessions[ref.session]
+        messages: list[dict[str, Any]] = []
+        if sess.system is not None:
+            messages.append({"role": "system", "content": sess.system})
+        for k in range(ref.turn + 1):
+            content = sess.turns[k].content
+            if k == 0:
+                # The session's own lead: the salt (no two sessions share a prefix past the
+                # system prompt), then the user's context.
+                lead = [x for x in (self._salt[ref.session] and f"[{self._salt[ref.session]}]", sess.context) if x]
+                content = "\n\n".join([*lead, content])
+            messages.append({"role": "user", "content": content})
+            if k < ref.turn:
+                messages.append(self._answers[ref.session][k])
+        headers = {self._header: sess.id} if self._header else {}
+        return self._build(messages, sess.turns[ref.turn].max_tokens, headers), ""
+
+    def done(self, index: int, text: str, error: str, at: int) -> None:
+        """Turn `index` ended at `at` (the recorded completion time) with `text`, or failed."""
+        ref = self.data.refs[index]
+        s = ref.session
+        if self._state[s] != 1:
+            return  # a turn of a session that had already failed: completed unsent
+        self._busy[s] = False
+        if error:
+            self._failed[s] = f"turn {ref.turn} of session {self.data.sessions[s].id} failed ({error.split(':')[0]})"
+            late = [self._issued.pop(i) for i in range(index + 1, self.data.first[s] + len(self.data.sessions[s].turns))
+                    if i in self._issued]
+            self._failing.extend(late)
+            self._end(s)
+            return
+        self._answers[s].append(assistant_message(text))
+        self._next[s] += 1
+        if self._next[s] == len(self.data.sessions[s].turns):
+            self._end(s)
+            return
+        rng = np.random.default_rng([self._seed, _THINK_STREAM, s, ref.turn])
+        self._ready_at[s] = at + int(self._think(rng) * 1e9)
+        if self.data.first[s] + self._next[s] in self._issued:
+            self._when_due(s)
+
+    def _end(self, s: int) -> None:
+        self._state[s] = 2
+        self._open -= 1
+        if self._fresh or self._failing:
+            self.wake()
+
+    def tags(self, index: int) -> dict[str, Any]:
+        """What tokens.jsonl keeps of a turn: its session and turn index."""
+        ref = self.data.refs[index]
+        return {"session": self.data.sessions[ref.session].id, "turn": ref.turn}
+
+
+def assistant_message(text: str) -> dict[str, Any]:
+    """An answer as the next turn carries it back. The content only for now: where a
+    server's API needs them back, an answer's `reasoning_content` and `tool_calls` go here
+    too, once the stream parser gives them."""
+    return {"role": "assistant", "content": text}

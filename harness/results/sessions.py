@@ -1,0 +1,100 @@
+"""summary.json's `sessions`: a multi-turn run's figures by turn index and by session.
+
+Each turn is one record (records.parquet) and one tokens.jsonl entry, which names its
+session and turn (harness.child.sessions). Per-turn figures count from dispatch: LoadGen's
+latencies count from its one Offline issue and so include the time a turn was held for
+its predecessor and the think time. A session fails when one of its turns fails; its
+later turns are not sent (reason `session_failed`), and the first failed turn is named.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harness.results.records import Records
+from harness.results.stats import distribution
+
+NS_PER_MS = 1e6
+#: said beside LoadGen's figures for a session run
+LOADGEN_NOTE = ("LoadGen's latencies count from its Offline issue of every turn and include the time a turn was "
+                "held (its previous turn and the think time); the per-turn figures count from dispatch")
+
+
+def _p(values: np.ndarray) -> dict[str, float | None]:
+    d = distribution(values / NS_PER_MS, percentiles=(50, 99))
+    return {"p50": d["p50"], "p99": d["p99"]}
+
+
+def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """None for a run without session turns."""
+    tagged = {int(e["query_id"]): e for e in entries if "session" in e and "turn" in e}
+    if records is None or not len(records) or not tagged:
+        return None
+    c = records.columns
+    rows = [i for i, q in enumerate(c["query_id"]) if int(q) in tagged]
+    qid = c["query_id"]
+    sess = [tagged[int(qid[i])]["session"] for i in rows]
+    turn = np.array([int(tagged[int(qid[i])]["turn"]) for i in rows])
+    cached = np.array([float(tagged[int(qid[i])].get("cached_tokens") or 0) if tagged[int(qid[i])].get("cached_tokens")
+                       is not None else np.nan for i in rows])
+    idx = np.array(rows)
+    ok = c["status"][idx] == "ok"
+    dispatch, first, done = c["dispatch_ns"][idx], c["first_token_ns"][idx], c["complete_ns"][idx]
+    n, inp = c["n_tokens"][idx], c["input_tokens"][idx]
+    errors = c["error"][idx]
+
+    by_turn = []
+    for k in range(int(turn.max()) + 1):
+        at = turn == k
+        good = at & ok & (first > 0)
+        multi = good & (n > 1)
+        with_cache = at & ok & ~np.isnan(cached)
+        by_turn.append({
+            "turn": k, "requests": int(at.sum()), "succeeded": int((at & ok).sum()),
+            "ttft_ms": _p((first - dispatch)[good]),
+            "tpot_ms": _p(((done - first)[multi] / (n[multi] - 1)).astype(float)),
+            "input_tokens_mean": float(inp[at & ok].mean()) if (at & ok).any() else None,
+            "cached_tokens_mean": float(cached[with_cache].mean()) if with_cache.any() else None,
+        })
+
+    order: dict[str, list[int]] = {}
+    for j, s in enumerate(sess):
+        order.setdefault(s, []).append(j)
+    durations, think_gaps, failed = [], [], []
+    spans: list[tuple[int, int]] = []
+    for s, js in order.items():
+        js.sort(key=lambda j: turn[j])
+        sent = [j for j in js if dispatch[j] > 0 and not str(errors[j]).startswith("session_failed")]
+        if sent:
+            spans.append((int(min(dispatch[j] for j in sent)), int(max(done[j] for j in sent))))
+        bad = [j for j in js if not ok[j]]
+        if bad:
+            first_bad = bad[0]
+            failed.append({"session": s, "turn": int(turn[first_bad]), "reason": str(errors[first_bad])})
+        else:
+            durations.append(done[js[-1]] - dispatch[js[0]])
+        for a, b in zip(js, js[1:], strict=False):
+            if ok[a] and b in sent:
+                think_gaps.append(dispatch[b] - done[a])
+    # the most sessions open at once, from their first dispatch to their last answer
+    edges = sorted([(t0, 1) for t0, _ in spans] + [(t1, -1) for _, t1 in spans], key=lambda e: (e[0], e[1]))
+    open_now = open_max = 0
+    for _, step in edges:
+        open_now += step
+        open_max = max(open_max, open_now)
+    return {
+        "count": len(order),
+        "completed": len(order) - len(failed),
+        "failed": failed,
+        "turns": len(rows),
+        "turns_completed": int(ok.sum()),
+        "turns_not_sent": int(sum(str(e).startswith("session_failed") for e in errors)),
+        "duration_ms": _p(np.array(durations, dtype=float)),
+        "think_gap_ms": {"min": float(min(think_gaps)) / NS_PER_MS if think_gaps else None,
+                         **_p(np.array(think_gaps, dtype=float))},
+        "open_max": open_max,
+        "by_turn": by_turn,
+        "loadgen_note": LOADGEN_NOTE,
+    }

@@ -1,0 +1,173 @@
+"""Multi-turn sessions against the truth server's sessions mode (tests/support/http_servers.py
+`SessionTruth`): every carried history checked by the server, per-turn TTFT against what the
+server did, think time and the users cap from the records, a failing turn failing its
+session. Each run is a real LoadGen Offline test in a child process (harness.run.runner)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+from rich.console import Console
+
+from harness.errors import ConfigError
+from harness.report.markdown import render_markdown
+from harness.report.terminal import render
+from harness.results.records import read_records
+from harness.results.token_metrics import read_token_entries
+from tests.support.http_servers import ServerThread, SessionTruth, Timing, openai_app
+from tests.support.report_runs import SCHEMA
+
+THINK_S = 0.03
+USERS = 3
+
+
+def _run(run_harness: Any, srv: ServerThread, dataset: str, **sessions: Any) -> tuple[Path, dict[str, Any]]:
+    return run_harness(
+        backend="http", scenario="Offline", dataset=dataset,
+        backend_options={"protocol": "openai-chat", "url": srv.url + "/v1"},
+        sessions={"users": USERS, "think_time_s": str(THINK_S), **sessions},
+        use_token_latencies=True,
+    )  # fmt: skip
+
+
+def test_sessions_carry_history_pace_and_match_the_servers_ttft(run_harness):
+    truth = SessionTruth()
+    # a prefill that costs 0.5 ms a prompt word not already cached: later turns are longer
+    # but their history is cached, so only their new words are paid for
+    t = Timing(ttft_ms=40, tpot_ms=3, ttft_ms_per_prompt_token=0.5)
+    with ServerThread(openai_app(t, sessions=truth)) as srv:
+        run_dir, s = _run(run_harness, srv, "synthetic-sessions:n=6,turns=3,isl=20,osl=6,system_len=10")
+    assert truth.mismatches == 0, truth.mismatch_notes
+    assert len(truth.turns) == 18  # every turn reached the server once, with its session header
+    ses = s["sessions"]
+    assert (ses["count"], ses["completed"], ses["turns_completed"], ses["failed"]) == (6, 6, 18, [])
+    # LoadGen issued each turn exactly once, in its one Offline query
+    eff = s["loadgen"]["effective_settings"]
+    assert (eff["samples_per_query"], eff["performance_issue_unique"], s["harness"]["samples"]) == (18, True, 18)
+    assert sorted(read_records(run_dir).columns["sample_index"]) == list(range(18))
+    # think time respected: each turn left at least THINK_S after its predecessor's answer,
+    # from the records themselves (the hold re-checks the clock, so never earlier)
+    assert ses["think_gap_ms"]["min"] >= THINK_S * 1e3
+    rec = read_records(run_dir).columns
+    entries = {e["query_id"]: e for e in read_token_entries(run_dir) if "session" in e}
+    by_session: dict[str, dict[int, int]] = {}
+    for i, q in enumerate(rec["query_id"]):
+        e = entries[int(q)]
+        by_session.setdefault(e["session"], {})[e["turn"]] = i
+    gaps = [rec["dispatch_ns"][ix[k + 1]] - rec["complete_ns"][ix[k]] for ix in by_session.values() for k in range(2)]
+    assert min(gaps) >= THINK_S * 1e9
+    # users cap: never more than USERS sessions between their first dispatch and last answer,
+    # and all USERS used (6 sessions issued at once)
+    assert ses["open_max"] == USERS
+    # per-turn TTFT against what the server did for those turns, on one clock: its first
+    # write minus the harness's dispatch of that very turn (the server's one thread takes
+    # simultaneous first turns ms apart, and the client rightly sees that). The bound is the
+    # single-turn fidelity bound of test_http_truth (5 % of that truth, p50), turn by turn;
+    # and no turn is faster than the injected model says (an optimistic client).
+    row_of = {(e["session"], e["turn"]): i for i, e in ((i, entries[int(q)]) for i, q in enumerate(rec["query_id"]))}
+    for row in ses["by_turn"]:
+        k = row["turn"]
+        mine = {key: i for key, i in row_of.items() if key[1] == k}
+        truth_ms = sorted((truth.served[key][1] - rec["dispatch_ns"][i]) / 1e6 for key, i in mine.items())
+        truth_p50 = truth_ms[int(0.5 * len(truth_ms))]  # nearest rank, as the summary's
+        assert abs(row["ttft_ms"]["p50"] - truth_p50) <= 0.05 * truth_p50, (k, row, truth_ms)
+        for key, i in mine.items():
+            _, _, cached_words, words = truth.served[key]
+            injected = t.ttft_ms + t.ttft_ms_per_prompt_token * (words - cached_words)
+            assert (rec["first_token_ns"][i] - rec["dispatch_ns"][i]) / 1e6 >= injected, (key, injected)
+        cached = [c for (sid, kk), (_, _, c, _) in truth.served.items() if kk == k]
+        assert row["cached_tokens_mean"] == pytest.approx(np.mean(cached))  # the server's usage, carried
+        words = [p for (sid, kk), (_, _, _, p) in truth.served.items() if kk == k]
+        assert row["input_tokens_mean"] == pytest.approx(np.mean(words))
+    # later turns are longer, yet cheaper to prefill: the cache holds their history
+    turns = ses["by_turn"]
+    assert turns[2]["input_tokens_mean"] > turns[1]["input_tokens_mean"] > turns[0]["input_tokens_mean"]
+    assert turns[2]["cached_tokens_mean"] > turns[1]["cached_tokens_mean"] > turns[0]["cached_tokens_mean"]
+
+
+def test_a_server_that_drops_the_history_is_counted(run_harness):
+    truth = SessionTruth(drop_history=True)
+    with ServerThread(openai_app(Timing(ttft_ms=5, tpot_ms=1), sessions=truth)) as srv:
+        _run(run_harness, srv, "synthetic-sessions:n=4,turns=3,isl=8,osl=3")
+    # every turn after the first reached the server without its history
+    assert truth.mismatches == 4 * 2, truth.mismatch_notes
+
+
+def test_a_failing_turn_fails_its_session_and_later_turns_are_not_sent(run_harness, tmp_path):
+    def session(sid: str, second: str) -> dict[str, Any]:
+        return {"id": sid, "messages": [{"role": "user", "content": "hello there"},
+                                        {"role": "assistant", "content": "hi"},
+                                        {"role": "user", "content": second},
+                                        {"role": "assistant", "content": "ok"},
+                                        {"role": "user", "content": "and then"}]}
+
+    f = tmp_path / "chats.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in (
+        session("good-1", "go on"), session("bad", "please @http_503"), session("good-2", "more"))))
+    truth = SessionTruth()
+    with ServerThread(openai_app(Timing(ttft_ms=5, tpot_ms=1), sessions=truth)) as srv:
+        run_dir, s = _run(run_harness, srv, f"chat-sessions:{f}")
+    ses = s["sessions"]
+    assert (ses["count"], ses["completed"], ses["turns"], ses["turns_completed"], ses["turns_not_sent"]) == (3, 2, 9, 7, 1)
+    assert len(ses["failed"]) == 1
+    failed = ses["failed"][0]
+    assert (failed["session"], failed["turn"]) == ("bad", 1) and failed["reason"].startswith("http_503")
+    assert ("bad", 2) not in truth.turns and truth.mismatches == 0  # never sent
+    rec = read_records(run_dir).columns
+    reasons = sorted(str(e) for e in rec["error"] if e)
+    assert reasons[1] == "session_failed: turn 1 of session bad failed (http_503); turn 2 not sent", reasons
+    assert s["harness"]["failures_by_reason"] == {"http_503": 1, "session_failed": 1}
+    # the section is what the schema says, and the views show it (the terminal's in 80 columns)
+    schema = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    assert [f"{list(e.path)}: {e.message}" for e in schema.iter_errors(s)] == []
+    console = Console(width=80, record=True, file=io.StringIO())
+    render(s, console, str(run_dir))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "session bad failed at turn 1: http_503" in text
+    assert re.search(r"^3 +2 +1 +7/9 ", text, re.M), text  # sessions, done, failed, turns ok
+    from harness.analysis.run_data import load_run
+
+    md = render_markdown(load_run(run_dir, s))
+    assert "### Sessions" in md and "| 1 | 2/3 |" in md  # turn 1: the bad session's failed
+
+
+def test_sessions_need_openai_chat(run_harness):
+    with ServerThread(openai_app(Timing())) as srv, pytest.raises(ConfigError) as info:
+        run_harness(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2,turns=2",
+                    backend_options={"protocol": "openai-completions", "url": srv.url + "/v1"})
+    assert "\n" not in str(info.value)
+    assert "with protocol openai-completions takes none; use backend http with protocol=openai-chat" in str(info.value)
+
+
+@pytest.mark.parametrize("salt", [False, True])
+def test_salt_defeats_the_prefix_shared_across_sessions(run_harness, tmp_path, salt):
+    same = [{"role": "system", "content": "you are terse"}, {"role": "user", "content": "tell me a long story now"}]
+    f = tmp_path / "same.jsonl"
+    f.write_text("".join(json.dumps({"id": sid, "messages": same}) + "\n" for sid in ("first", "second")))
+    truth = SessionTruth(header="X-Conv")
+    with ServerThread(openai_app(Timing(ttft_ms=5, tpot_ms=1), sessions=truth)) as srv:
+        _, s = _run(run_harness, srv, f"chat-sessions:{f}", users=1, salt=salt, affinity_header="X-Conv")
+    assert sorted(truth.turns) == [("first", 0), ("second", 0)]  # each id in the configured header
+    cached, words = truth.served[("second", 0)][2], truth.served[("second", 0)][3]
+    # users=1: the second session starts after the first ended, whose prompt it repeats. The
+    # server caches all of it but the last word; with a salt after the system prompt, only
+    # the system prompt's 3 words are shared.
+    assert cached == (3 if salt else words - 1), (cached, words)
+    assert s["sessions"]["by_turn"][0]["cached_tokens_mean"] == pytest.approx((0 + cached) / 2)
+
+
+def test_users_beyond_the_backends_in_flight_limit_are_refused(run_harness):
+    # the extra users' turns would wait for a pooled connection inside their timed TTFT
+    with ServerThread(openai_app(Timing())) as srv, pytest.raises(ConfigError) as info:
+        run_harness(backend="http", scenario="Offline", dataset="synthetic-sessions:n=4,turns=2",
+                    backend_options={"protocol": "openai-chat", "url": srv.url + "/v1", "max_in_flight": 2},
+                    sessions={"users": 3})
+    assert str(info.value).startswith("sessions.users 3: the backend serves at most 2 requests at once")

@@ -1,0 +1,120 @@
+"""harness.child.sessions.SessionHold on its own: the order turns may go out in whatever
+order LoadGen issued them, the users cap, think time on the loop's timer, the history each
+request carries (built by the real HTTP backend), and a failed turn failing its session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from backends.base import LoadContext
+from backends.http import HttpBackend, HttpOptions
+from harness.child.sessions import SessionHold
+from harness.data.sessions import build_session_dataset
+
+
+@dataclass
+class Issued:  # LoadGen's QuerySample as the issue callback sees it: an id and an index
+    id: int
+    index: int
+
+
+def _backend() -> HttpBackend:
+    b = HttpBackend(HttpOptions(protocol="openai-chat", url="http://127.0.0.1:9/v1", model_name="m", check_server=False))
+    b.load(LoadContext(model=None, max_batch=1, scenario="Offline"))
+    return b
+
+
+def _hold(spec: str, loop: asyncio.AbstractEventLoop, **kw) -> SessionHold:
+    ds = build_session_dataset(spec, 0)
+    args = {"users": 2, "think_time": "0", "header": "X-Session-ID", "salt": False, "seed": 0, **kw}
+    return SessionHold(ds, _backend().chat_request, loop, time.perf_counter_ns, **args)
+
+
+def test_turns_wait_for_their_predecessor_and_users_cap_in_dataset_order():
+    loop = asyncio.new_event_loop()
+    try:
+        hold = _hold("synthetic-sessions:n=3,turns=2,isl=4,osl=2", loop)
+        # LoadGen issues in its own order: last turn first
+        hold.put([Issued(100 + i, i) for i in reversed(range(6))], 1)
+        a, b = hold.take_one(), hold.take_one()
+        assert (a[1], b[1]) == (0, 2)  # sessions 0 and 1 open, first turns, in dataset order
+        assert hold.take_one() is None  # turn 1s wait; session 2 waits for a user
+        req, error = hold.request(0)
+        assert error == "" and b"X-Session-ID: s0\r\n" == req.headers
+        hold.done(0, "first answer", "", time.perf_counter_ns())
+        assert hold.take_one()[1] == 1  # no think time: session 0's turn 1 is ready at once
+        body = json.loads(hold.request(1)[0].body)
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+        assert body["messages"][1]["content"] == "first answer"  # the server's answer, carried
+        assert hold.take_one() is None  # still 2 sessions open
+        hold.done(1, "second", "", time.perf_counter_ns())  # session 0 ends: session 2 gets its user
+        assert hold.take_one()[1] == 4
+    finally:
+        loop.close()
+
+
+def test_think_time_holds_the_next_turn_on_the_loop():
+    think = 0.05
+
+    async def run() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        hold = _hold("synthetic-sessions:n=1,turns=2,isl=4,osl=2", loop, think_time=str(think))
+        woke = asyncio.Event()
+        hold.wake = woke.set
+        hold.put([Issued(1, 0), Issued(2, 1)], 1)
+        hold.take_one()
+        ended = time.perf_counter_ns()
+        hold.done(0, "a", "", ended)
+        assert hold.take_one() is None  # thinking
+        await asyncio.wait_for(woke.wait(), 5)
+        item = hold.take_one()
+        return ended, time.perf_counter_ns() if item is not None else 0
+
+    ended, taken = asyncio.run(run())
+    assert taken - ended >= think * 1e9
+
+
+def test_a_failed_turn_fails_the_rest_of_its_session(tmp_path):
+    f = tmp_path / "s.jsonl"
+    turns = [{"role": "user", "content": "q0"}, {"role": "assistant", "content": "a"},
+             {"role": "user", "content": "q1"}, {"role": "assistant", "content": "a"}, {"role": "user", "content": "q2"}]
+    f.write_text(json.dumps({"id": "x", "messages": turns}) + "\n")
+    loop = asyncio.new_event_loop()
+    try:
+        hold = _hold(f"chat-sessions:{f}", loop)
+        hold.put([Issued(i, i) for i in range(3)], 1)
+        hold.take_one()
+        hold.done(0, "fine", "", time.perf_counter_ns())
+        assert hold.take_one()[1] == 1
+        hold.done(1, "", "http_503: overloaded", time.perf_counter_ns())
+        item = hold.take_one()
+        assert item is not None and item[1] == 2
+        req, reason = hold.request(2)
+        assert req is None
+        assert reason == "session_failed: turn 1 of session x failed (http_503); turn 2 not sent"
+        assert hold.take_one() is None
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("salt", [False, True])
+def test_salt_and_context_lead_the_first_turn(salt):
+    loop = asyncio.new_event_loop()
+    try:
+        hold = _hold("synthetic-sessions:n=2,turns=1,isl=3,osl=2,system_len=4,context_len=5", loop, salt=salt)
+        first = [json.loads(hold.request(i)[0].body)["messages"] for i in range(2)]
+        sess = hold.data.sessions
+        for s, msgs in enumerate(first):
+            assert msgs[0] == {"role": "system", "content": sess[s].system}
+            lead = msgs[1]["content"].split("\n\n")
+            assert lead[-2:] == [sess[s].context, sess[s].turns[0].content]
+            assert (len(lead) == 3) == salt  # the salt, ahead of the user's context
+        if salt:
+            assert first[0][1]["content"].split("\n\n")[0] != first[1][1]["content"].split("\n\n")[0]
+    finally:
+        loop.close()
