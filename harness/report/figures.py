@@ -417,13 +417,13 @@ def _scalar(v: Any) -> str:
 CLIENT_QUEUE_SHOWN = 0.05
 
 
-def _issue_rows(tokens: dict[str, Any], lg: dict[str, Any], add: Any) -> None:
+def _issue_rows(tokens: dict[str, Any], lg: dict[str, Any], add: Any, details: bool) -> None:
     """The latency rows of a run on LoadGen's schedule: timed from its issue."""
     add("TTFT (LoadGen)", lg.get("ttft_ms"))
     add("TTFT", tokens.get("ttft_ms"))
     issue, dispatch = tokens.get("ttft_ms") or {}, tokens.get("ttft_from_dispatch_ms") or {}
-    if issue.get("mean") and dispatch.get("mean") is not None and \
-            (issue["mean"] - dispatch["mean"]) > CLIENT_QUEUE_SHOWN * issue["mean"]:
+    if details or (issue.get("mean") and dispatch.get("mean") is not None and
+                   (issue["mean"] - dispatch["mean"]) > CLIENT_QUEUE_SHOWN * issue["mean"]):
         add("TTFT from dispatch", dispatch)  # without the wait for a free in-flight slot
     add("TPOT (LoadGen)", lg.get("tpot_ms"))
     add("TPOT", tokens.get("tpot_ms"))
@@ -431,13 +431,26 @@ def _issue_rows(tokens: dict[str, Any], lg: dict[str, Any], add: Any) -> None:
     add("E2E", tokens.get("e2e_ms"))
 
 
-def llm_tables(tokens: dict[str, Any], from_dispatch: bool = False) -> list[Table]:
-    """The default view of a token run, in 80 columns: the latencies it is about (LoadGen's
-    first where it has them; from dispatch first on a schedule the harness owns, those from
-    issue after, named for the backlog they hold), then its rates and checks in words. Rows
-    with no data are left out; `tokens_tables` (report --details, and the HTML) shows every key."""
+#: the latency columns of the token table: the default view's, and --details' and the
+#: files' (six ms columns and the row's name fit 80 columns)
+LLM_COLUMNS = ("p50", "p90", "p99", "mean")
+LLM_DETAIL_COLUMNS = ("p50", "p90", "p99", "p99_9", "mean", "max")
+
+
+_SLO_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
+
+
+def llm_tables(tokens: dict[str, Any], details: bool = False, from_dispatch: bool = False) -> list[Table]:
+    """A token run's figures, every row named in words, and the one source of them for the
+    terminal, Markdown and HTML: the latencies (LoadGen's first where it has them), then
+    rates, counts and checks. A row with no data is left out, never printed as None.
+    `details` (report --details, and the files) adds the totals, the count checks, the
+    prompt and KV caches, LoadGen's bounds and early stopping, and the harness/LoadGen
+    ratios; the default view fits 80 columns. `from_dispatch` (a schedule the harness owns,
+    harness.results.schedule): the latencies from dispatch first, those from issue after,
+    named for the backlog they hold."""
     lg = tokens.get("loadgen") if isinstance(tokens.get("loadgen"), dict) else {}
-    cols = ("p50", "p90", "p99", "mean")
+    cols = LLM_DETAIL_COLUMNS if details else LLM_COLUMNS
     lat: list[list[str]] = []
 
     def add(name: str, block: Any) -> None:
@@ -453,8 +466,8 @@ def llm_tables(tokens: dict[str, Any], from_dispatch: bool = False) -> list[Tabl
         add("TTFT from issue, +backlog", tokens.get("ttft_ms"))
         add("E2E from issue, +backlog", tokens.get("e2e_ms"))
     else:
-        _issue_rows(tokens, lg, add)
-    tables: list[Table] = [(["latency (ms)", *cols], lat)] if lat else []
+        _issue_rows(tokens, lg, add, details)
+    tables: list[Table] = [(["latency (ms)", *[label(c) for c in cols]], lat)] if lat else []
     rows: list[list[str]] = []
 
     def row(name: str, value: Any, text: str | None = None) -> None:
@@ -462,10 +475,15 @@ def llm_tables(tokens: dict[str, Any], from_dispatch: bool = False) -> list[Tabl
             rows.append([name, text if text is not None else _scalar(value)])
 
     row("requests", tokens.get("requests"))
+    if details:
+        row("output tokens", tokens.get("output_tokens"))
+        row("input tokens", tokens.get("input_tokens"))
     row("output tokens/s, total", tokens.get("output_tokens_per_s"), rate(tokens.get("output_tokens_per_s")))
     row("output tokens/s, LoadGen", lg.get("output_tokens_per_s"), rate(lg.get("output_tokens_per_s")))
-    per_req = (tokens.get("request_output_tokens_per_s") or {}).get("p50")
-    row("output tokens/s per request (p50)", per_req, rate(per_req))
+    per_req = tokens.get("request_output_tokens_per_s") or {}
+    row("output tokens/s per request (p50)", per_req.get("p50"), rate(per_req.get("p50")))
+    if details:
+        row("output tokens/s per request (p99)", per_req.get("p99"), rate(per_req.get("p99")))
     row("output tokens per request (mean)", tokens.get("output_tokens_per_request_mean"),
         num(tokens.get("output_tokens_per_request_mean")))
     row("input tokens/s", tokens.get("input_tokens_per_s"), rate(tokens.get("input_tokens_per_s")))
@@ -475,11 +493,15 @@ def llm_tables(tokens: dict[str, Any], from_dispatch: bool = False) -> list[Tabl
         share = f"{pct(good['rate'])}, " if good.get("rate") is not None else ""
         row("goodput", good["requests"], f"{per_s}{share}{good['requests']:,} requests ({good.get('criterion')})")
     for key, a in ((tokens.get("slo") or {}).get("attainment") or {}).items():
-        row(f"SLO {key} <= {a.get('target'):g}", a.get("rate"), pct(a.get("rate")))
+        name = _SLO_NAMES.get(key, key)  # the config's slo.ttft_ms, in words
+        row(f"SLO {name} <= {a.get('target'):g} ms", a.get("rate"), pct(a.get("rate")))
     v = tokens.get("validation") or {}
     if v:
         row("answers valid", v.get("rate"), f"{pct(v.get('rate'))} of {v.get('checked'):,} checked")
     row("cached input tokens", tokens.get("cached_input_tokens"))
+    if details:
+        _cache_rows(tokens, row)
+    row("tool calls", tokens.get("tool_calls"))
     rep = tokens.get("repeated_prompts") or {}
     if rep.get("repeats"):
         row("repeated prompts", rep["repeats"],
@@ -491,39 +513,62 @@ def llm_tables(tokens: dict[str, Any], from_dispatch: bool = False) -> list[Tabl
     src = tokens.get("output_ids_source") or {}
     row("output ids logged from", ", ".join(f"{k} {n:,}" for k, n in src.items()) or None)
     mm = tokens.get("mismatch") or {}
-    if mm.get("requests_differing"):
+    if details:
+        row("client's own count", tokens.get("client_count_method"))
+    if mm.get("requests_differing") or (details and mm.get("requests_compared")):
+        ratio = mm.get("server_over_client")
         row("server/client count differ", mm["requests_differing"],
-            f"{mm['requests_differing']:,} of {mm['requests_compared']:,} requests (x{mm.get('server_over_client') or 0:.3f})")
-    if tokens.get("requests_retried"):
-        row("requests retried", tokens["requests_retried"])
+            f"{mm['requests_differing']:,} of {mm['requests_compared']:,} requests"
+            + (f" (x{ratio:.3f})" if ratio is not None else ""))
+    if details and mm.get("requests_compared"):
+        row("server/client tokens", mm.get("server_tokens"), f"{mm['server_tokens']:,} / {mm['client_tokens']:,}")
+    if tokens.get("requests_retried") or (details and tokens.get("retries") is not None):
+        row("requests retried", tokens.get("requests_retried"),
+            f"{tokens.get('requests_retried') or 0:,} ({tokens.get('retries') or 0:,} retries)")
+    if details:
+        _loadgen_rows(lg, tokens.get("agreement") or {}, row)
     if rows:
         tables.append((["figure", "value"], rows))
     return tables
 
 
-def tokens_tables(tokens: dict[str, Any]) -> list[Table]:
-    """Token latencies (ours, then LoadGen's) in one table; counts, rates, goodput and
-    checks in a second. Generic over the section's keys, so a figure added later still shows.
-    """
-    lg = tokens.get("loadgen") if isinstance(tokens.get("loadgen"), dict) else {}
-    blocks = [(k, v) for k, v in tokens.items() if _is_stats(v)]
-    blocks += [(f"{k} (LoadGen)", v) for k, v in lg.items() if _is_stats(v)]
-    keys = [k for k in LATENCY_KEYS if any(k in b for _, b in blocks)]
-    tables: list[Table] = []
-    if blocks:
-        tables.append((["figure"] + [label(k) for k in keys], [[name] + [ms(b.get(k)) for k in keys] for name, b in blocks]))
-    rows: list[list[str]] = []
-    for k, v in tokens.items():
-        if k == "loadgen" or _is_stats(v) or isinstance(v, list):
-            continue
-        if isinstance(v, dict):
-            rows += [[f"{k}: {sub}", _scalar(sv)] for sub, sv in v.items() if not isinstance(sv, (dict, list))]
-        else:
-            rows.append([k, _scalar(v)])
-    rows += [[f"LoadGen {k}", _scalar(v)] for k, v in lg.items() if not _is_stats(v) and v is not None]
-    if rows:
-        tables.append((["figure", "value"], rows))
-    return tables
+def _cache_rows(tokens: dict[str, Any], row: Any) -> None:
+    """The prompt cache (what the dataset's prefixes allow, what the server reported) and the
+    KV cache (a backend's measured bytes per token beside the estimate), in words."""
+    pc = tokens.get("prompt_cache") or {}
+    row("prompt cache: reusable (dataset, upper bound)", pc.get("expected_reusable_fraction"),
+        pct(pc.get("expected_reusable_fraction")))
+    row("prompt cache: cached (server)", pc.get("observed_cached_fraction"), pct(pc.get("observed_cached_fraction")))
+    by = pc.get("ttft_ms_by_cache") or {}
+    hit, miss = by.get("hit") or {}, by.get("miss") or {}
+    if hit.get("p50") is not None or miss.get("p50") is not None:
+        row("TTFT p50, cache hit/miss (ms)", by.get("hit_requests"),
+            f"{ms(hit.get('p50'))}/{ms(miss.get('p50'))} ({by.get('hit_requests', 0):,}/{by.get('miss_requests', 0):,} requests)")
+    kv = tokens.get("kv_cache") or {}
+    row("KV cache bytes/token, measured", kv.get("measured_bytes_per_token"), num(kv.get("measured_bytes_per_token"), 0))
+    row("KV cache bytes/token, estimate", kv.get("estimate_bytes_per_token"), num(kv.get("estimate_bytes_per_token"), 0))
+
+
+def _loadgen_rows(lg: dict[str, Any], agreement: dict[str, Any], row: Any) -> None:
+    """LoadGen's token bounds and early-stopping verdicts, and the harness/LoadGen ratios."""
+    for name in ("TTFT", "TPOT"):
+        key = name.lower()
+        bound = lg.get(f"{key}_bound_ms")
+        row(f"{name} bound (LoadGen)", bound, f"{bound:g} ms" if bound is not None else None)
+        stop = lg.get(f"{key}_early_stopping")
+        row(f"{name} early stopping (LoadGen)", stop, " ".join(str(stop).replace("*", " ").split()) if stop else None)
+        ratios = [agreement.get(f"{key}_{p}") for p in ("p50", "p90", "p99")]
+        if any(r is not None for r in ratios):
+            row(f"{name} harness/LoadGen, p50/p90/p99", ratios[0],
+                "/".join("—" if r is None else f"{r:.3f}" for r in ratios))
+    ratio = agreement.get("output_tokens_per_s")
+    row("output tokens/s harness/LoadGen", ratio, f"{ratio:.4f}" if ratio is not None else None)
+
+
+def tokens_tables(tokens: dict[str, Any], from_dispatch: bool = False) -> list[Table]:
+    """Every named figure of a token run (`llm_tables` with details): report --details and
+    the Markdown and HTML reports."""
+    return llm_tables(tokens, details=True, from_dispatch=from_dispatch)
 
 
 def cost_table(cost: dict[str, Any]) -> Table:

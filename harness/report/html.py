@@ -17,6 +17,7 @@ from harness.report import figures as fig
 from harness.report.plots import all_plots
 from harness.report.telemetry_plots import telemetry_plots
 from harness.results.token_metrics import itl_samples, read_token_entries
+from harness.results.schedule import timed_from_dispatch
 
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -96,7 +97,7 @@ def render_html(data: RunData) -> str:
         notes = "".join(f'<p class="note">{_e(n)}</p>' for n in r["notes"])
         parts.append(_section("achieved vs target rate", _table(fig.rate_table(r)) + notes))
     tokens = s.get("tokens")
-    if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens)):
+    if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens, timed_from_dispatch(s))):
         parts.append(_section("tokens", "".join(_table(spec) for spec in specs)))
     if sessions := fig.session_tables(s):
         notes = "".join(f'<p class="note">{_e(line)}</p>' for line in fig.session_lines(s))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.analysis.run_data import RunData
 from harness.report import figures as fig
+from harness.results.schedule import timed_from_dispatch
 
 
 def _cell(text: str) -> str:
@@ -36,7 +37,7 @@ def render_markdown(data: RunData) -> str:
         parts += ["### Achieved vs target rate", _table(fig.rate_table(r))]
         parts += [f"- note: {n}" for n in r["notes"]]
     tokens = s.get("tokens")
-    if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens)):
+    if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens, timed_from_dispatch(s))):
         parts += ["### Tokens"] + [_table(spec) for spec in specs]
     if sessions := fig.session_tables(s):
         parts.append("### Sessions")

@@ -35,6 +35,19 @@ _STAGE_COLORS = {"queue": "#d62728", "service": "#1f77b4", "generation": "#2ca02
 _CROWDED = 0.2
 
 
+#: room beyond the highest value drawn, as a share of the axis: a marker (the knee's ring,
+#: 13 pt across), a point's label or a line is never on the frame (5 % margins from the
+#: data's own range shrink to 0.5 % once the axis is stretched down to zero)
+HEADROOM = 0.08
+
+
+class Png(str):
+    """A figure's PNG data URI that keeps its Figure: the report embeds the text, and a test
+    reads the limits off the very axes that were drawn."""
+
+    figure: Figure
+
+
 class Plots(NamedTuple):
     figures: list[tuple[str, str]]  # (caption, data URI)
     notes: list[str]  # why a figure the run might have had is not drawn
@@ -71,7 +84,28 @@ def _plain_axis(axis: Axis, scale: str, lim: tuple[float, float]) -> None:
         axis.set_major_formatter(_PlainFormatter())
 
 
-def _png(fig: Figure) -> str:
+def room(ax: Axes, axis: str = "y", zero: bool = True) -> None:
+    """Set one axis's limits from everything drawn on it (ax.dataLim): from zero (a rate, a
+    share, a count: a 0.2 % difference must not look like a collapse) unless `zero` is
+    False or the data go below it, and HEADROOM of the axis beyond the highest value. On a
+    log axis the same share of its decades. Call it after drawing."""
+    lo, hi = (ax.dataLim.y0, ax.dataLim.y1) if axis == "y" else (ax.dataLim.x0, ax.dataLim.x1)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return  # nothing drawn
+    log = (ax.get_yscale() if axis == "y" else ax.get_xscale()) == "log"
+    if log:
+        if lo <= 0:
+            return  # a log axis has no zero to start from
+        factor = (hi / lo) ** HEADROOM if hi > lo else 1.5
+        lim = (lo / factor, hi * factor)
+    else:
+        bottom = min(0.0, lo) if zero else lo
+        span = hi - bottom or abs(hi) or 1.0
+        lim = (bottom if zero else bottom - HEADROOM * span, hi + HEADROOM * span)
+    (ax.set_ylim if axis == "y" else ax.set_xlim)(*lim)
+
+
+def _png(fig: Figure) -> Png:
     FigureCanvasAgg(fig)
     if fig.get_layout_engine() is None:
         fig.set_layout_engine("constrained")
@@ -81,7 +115,9 @@ def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     # No "Software" tag: it holds a URL, and the page must carry no outside reference.
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    uri = Png("data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii"))
+    uri.figure = fig
+    return uri
 
 
 def _thin(n: int) -> np.ndarray:
@@ -151,6 +187,7 @@ def distribution(values: np.ndarray, xlabel: str, title: str, color: str = "#1f7
     # zeros (tokens that came with the one before) go in the first bin, the tail in the last
     ax.hist(np.clip(values, edges[0], edges[-1]), bins=edges, weights=weights, color=color)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))  # counts: no 1.5 requests
+    room(ax, "y")
     for p, style in (("p50", ":"), ("p99", "--")):
         ax.axvline(q[p], color="black", ls=style, lw=1, label=f"{p} {ms_text(q[p])} ms")
     if folded:
@@ -175,7 +212,7 @@ def latency_cdf(e2e_ms: np.ndarray) -> str:
         left = p == "p99"
         ax.annotate(f"{p} {ms_text(v)} ms", (v, y), textcoords="offset points", xytext=(-4 if left else 4, -12),
                     ha="right" if left else "left", fontsize=8)
-    ax.set_ylim(0, 1.02)
+    ax.set_ylim(0, 1 + HEADROOM)  # the curve ends at 1: not on the frame
     return _png(fig)
 
 
@@ -244,11 +281,11 @@ def breakdown(ts: dict[str, np.ndarray], bd: dict[str, Any]) -> str:
     have = ts["ok_count"] > 0  # a bin without completions has no mean, not a zero one
     layers = [ts[f"{s}_mean_ms"][have] for s in stages]
     ax2.stackplot(mid[have], *layers, labels=[names[s] for s in stages], colors=[_STAGE_COLORS[s] for s in stages])
-    top = float(np.sum(layers, axis=0).max()) if have.any() else 1.0
-    ax2.set_ylim(0, top * 1.25 or 1.0)  # headroom: the legend sits above the stack, not on it
+    room(ax2, "y")  # from what the stack drew: its top, whatever the bins held
     ax2.set_xlim(0, float(ts["edges_s"][-1]))  # the throughput plot's time axis
     ax2.set(xlabel="completion time since first issue (s)", ylabel="mean latency (ms)", title="stages over time")
-    ax2.legend(loc="upper left", fontsize=8, ncols=len(stages))
+    # below the axes, as the throughput plot's: a stack high at the left would run under it
+    fig.legend(*ax2.get_legend_handles_labels(), loc="outside lower right", fontsize=8, ncols=len(stages), frameon=False)
     ax2.grid(alpha=0.3)
     return _png(fig)
 
@@ -282,8 +319,8 @@ def token_plots(columns: Mapping[str, Any], itl: tuple[np.ndarray, np.ndarray] |
         idx = _thin(len(ttft))
         fig, ax = _axes("time to first token vs input length", "input tokens", "TTFT (ms)")
         ax.scatter(n_in[idx], ttft[idx], **_dots(len(idx)), color="#9467bd")
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
+        room(ax, "x")  # lengths and times from zero, the longest off the frame
+        room(ax, "y")
         figures.append(("TTFT vs input length", _png(fig)))
     else:
         notes.append(f"every request had {_lengths(n_in)} input tokens: no TTFT vs input length plot "
@@ -297,8 +334,8 @@ def token_plots(columns: Mapping[str, Any], itl: tuple[np.ndarray, np.ndarray] |
             idx = _thin(len(tpot))
             fig, ax = _axes("time per output token vs output length", "output tokens", "TPOT (ms/token)")
             ax.scatter(n_out[multi][idx], tpot[idx], **_dots(len(idx)), color="#2ca02c")
-            ax.set_xlim(left=0)
-            ax.set_ylim(bottom=0)
+            room(ax, "x")
+            room(ax, "y")
             figures.append(("TPOT vs output length", _png(fig)))
         else:
             title = f"time per output token ({_lengths(n_out[multi])} output tokens each)"

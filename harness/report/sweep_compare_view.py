@@ -309,6 +309,7 @@ def draw(chart: Chart) -> str:
     from matplotlib.figure import Figure
 
     from harness.report.plots import _png as png
+    from harness.report.plots import room
 
     fig = Figure(figsize=(5.0, 3.3))
     ax = fig.add_subplot()
@@ -326,6 +327,11 @@ def draw(chart: Chart) -> str:
         ax.axvline(x, color=COLORS[side], ls=":", lw=1.5, label=label)
     for side, y, label in chart.bounds:
         ax.axhline(y, color=COLORS[side], ls="--", lw=1, label=label)
+    # the run plots' limits: latencies and rates from zero, a ratio around its own range,
+    # and room above (and right of) the last point
+    room(ax, "y", zero=not chart.ratio)
+    rate_axis = "/s" in chart.xlabel or "QPS" in chart.xlabel or chart.xlabel == "target_qps"
+    room(ax, "x", zero=rate_axis)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     return png(fig)

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from harness.analysis.diagnosis import axis_value, complete_points, concurrency_axis, fit, load_order
 from harness.report.plots import _png as png
-from harness.report.plots import ms_text
+from harness.report.plots import HEADROOM, ms_text, room
 
 Plot = tuple[str, str]  # (caption, data URI)
 Point = dict[str, Any]
@@ -87,6 +87,7 @@ def throughput_latency(data: dict[str, Any]) -> Plot | None:
     _mark_knee(ax, data, xs99, p99, pts99)
     _mark_capacity(ax, data)  # a target rate, close to the completed one below saturation
     _latency_scale(ax, p50 + p99)
+    room(ax, "x")  # a rate: from zero
     return "throughput vs latency (p50, p99)", _finish(fig, ax)
 
 
@@ -96,8 +97,7 @@ def _latency_scale(ax: Axes, ys: list[float]) -> None:
     lo = min((y for y in ys if y > 0), default=0.0)
     if lo > 0 and max(ys) > 30 * lo:
         ax.set_yscale("log")
-    else:
-        ax.set_ylim(bottom=0)
+    room(ax, "y")  # headroom above the highest point either way
 
 
 def achieved_vs_target(data: dict[str, Any]) -> Plot | None:
@@ -110,6 +110,8 @@ def achieved_vs_target(data: dict[str, Any]) -> Plot | None:
     ax.plot(xs, done, "o" + _ls(data), label="completed")
     _mark_knee(ax, data, xs, done, pts)
     _mark_capacity(ax, data)
+    room(ax, "x")  # both rates: from zero
+    room(ax, "y")
     return "achieved vs target rate", _finish(fig, ax)
 
 
@@ -135,7 +137,7 @@ def ttft_vs_input(data: dict[str, Any]) -> Plot | None:
     ax.plot(xs, p50, "o" + _ls(data), label="p50")
     ax.plot(xs99, p99, "s" + _ls(data), label="p99")
     _fit_line(ax, xs, p50, "input tokens")
-    ax.set_ylim(bottom=0)
+    room(ax, "y")
     return "TTFT vs input length", _finish(fig, ax)
 
 
@@ -159,7 +161,7 @@ def _tpot_e2e(pairs: list[tuple[float, Point]], xlabel: str, title: str, law: st
             ax.plot(x99, y99, "s-", label="p99")
             if name == law:
                 _fit_line(ax, xs, ys, per)
-            ax.set_ylim(bottom=0)
+            room(ax, "y")
             ax.legend(fontsize=8)
     fig.suptitle(title)
     return title, png(fig)
@@ -190,6 +192,9 @@ def per_user_vs_total(data: dict[str, Any]) -> Plot | None:
     for x, y, p in zip(xs, per_user, pts):
         ax.annotate(str(p["index"]), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     _mark_knee(ax, data, xs, per_user, pts)
+    # both rates from zero: 99.45 and 99.63 tokens/s on a 99.4-99.7 axis read as a collapse
+    room(ax, "x")
+    room(ax, "y")
     return "per-user vs total output tokens/s (labels: point index)", _finish(fig, ax)
 
 
@@ -217,13 +222,17 @@ def _vs_load(data: dict[str, Any], get: Callable[[Point], float | None], title: 
         if len(xe) >= 2:
             ax.plot(xe, ye, "s" + _ls(data), label=extra[1])
             lowest = min(lowest, *ye)
-    if percent:  # a flat 100 % would otherwise be drawn as a band from 96 to 104 %
-        ax.set_ylim(max(0.0, lowest - 5.0), 101.0)
-    else:
-        ax.set_ylim(bottom=0)
     _mark_knee(ax, data, xs, ys, pts)
     if name == "target_qps":
         _mark_capacity(ax, data)
+    room(ax, "x", zero=name == "target_qps")  # a target rate from zero
+    room(ax, "y")
+    if percent and lowest > 5.0:
+        # a share near 100 % is read closer up (99.5 against 100), and the label says so;
+        # 5 points below the lowest: a flat 100 % is not drawn as a band from 96 to 104 %
+        bottom, top = lowest - 5.0, ax.dataLim.y1
+        ax.set_ylim(bottom, top + HEADROOM * (top - bottom))
+        ax.set_ylabel(f"{ylabel} (axis from {bottom:.4g})")
     return title, _finish(fig, ax)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.report.plots import Plots, _axes, _png
+from harness.report.plots import Plots, _axes, _png, room
 from harness.results.telemetry import host_cpu, server_levels, server_rates
 
 _LABELS = {"queue_depth": "server: waiting", "running": "server: running"}
@@ -42,7 +42,7 @@ def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | 
             t = np.asarray(next(iter(queue.values()))[0])
             ax.step((t - t0) / 1e9, _in_flight(columns, t), where="post", lw=1, color="black", ls="--",
                     label="client: in flight")
-            ax.set_ylim(bottom=0)
+            room(ax, "y")  # from zero, the highest step off the frame
             fig.legend(loc="outside lower center", ncols=4, fontsize=8, frameon=False)
             figures.append((f"server queue vs client in flight ({url})", _png(fig)))
         if "kv_cache_usage" in levels:
@@ -50,7 +50,7 @@ def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | 
             fig, ax = _axes("KV-cache usage at the server", "time since first issue (s)", "share of KV-cache blocks (%)")
             _shade_window(ax, columns, t0)
             ax.step((np.asarray(t) - t0) / 1e9, np.asarray(v) * 100, where="post", lw=1.5)
-            ax.set_ylim(bottom=0)
+            room(ax, "y")  # from zero, the highest step off the frame
             figures.append((f"KV-cache usage ({url})", _png(fig)))
     for url, (t, per_s) in server_rates(entries, "generation_tokens").items():
         if "n_tokens" not in columns or not columns["n_tokens"].any():
@@ -67,7 +67,7 @@ def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | 
         _shade_window(ax, columns, t0)
         ax.stairs(per_s, x, lw=1.5, label="server: generation tokens")
         ax.stairs(client, x, lw=1, color="black", ls="--", label="client: tokens of completed requests")
-        ax.set_ylim(bottom=0)
+        room(ax, "y")  # from zero, the highest step off the frame
         fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
         figures.append((f"tokens/s, server and client ({url})", _png(fig)))
     cpu = host_cpu(entries, threads)
@@ -77,7 +77,7 @@ def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | 
         for name, (t, v) in cpu.items():
             ax.plot((np.asarray(t) - t0) / 1e9, v, lw=1.5 if name == "test process" else 1, label=name)
         ax.axhline(1.0, color="#d62728", ls=":", lw=1, label="one core")
-        ax.set_ylim(bottom=0)
+        room(ax, "y")  # from zero, the highest step off the frame
         lag = (loop_lag or {}).get("per_second_max")
         if lag:
             # the event loop's lateness on its own axis: a busy or starved loop runs late
@@ -85,7 +85,7 @@ def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | 
             right.step([(t - t0) / 1e9 for t, _ in lag], [v for _, v in lag], where="post", color="#9467bd",
                        lw=1, ls="--", label="event loop lag, worst per second")
             right.set_ylabel("event loop lag (ms)")
-            right.set_ylim(bottom=0)
+            room(right, "y")
         fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
         figures.append(("harness CPU over time", _png(fig)))
     gpus = [e for e in entries if e.get("source") == "gpu" and e.get("ok")]
@@ -98,5 +98,7 @@ def telemetry_plots(entries: list[dict[str, Any]], columns: Mapping[str, Any] | 
         for i in range(len(gpus[0]["devices"])):
             ax.plot(t, [e["devices"][i].get("util_pct") or 0 for e in gpus], lw=1.5, label=f"GPU {i} util")
             power.plot(t, [e["devices"][i].get("power_w") or 0 for e in gpus], lw=1, ls="--", label=f"GPU {i} power")
+        room(ax, "y")  # utilisation is a share, power a rate: both from zero
+        room(power, "y")
         figures.append(("GPU over time", _png(fig)))
     return Plots(figures, notes)

@@ -78,7 +78,7 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
     tokens = summary.get("tokens")
     if isinstance(tokens, dict):
         # the figures a token run is about; --details: every key of the section
-        for spec in fig.tokens_tables(tokens) if details else fig.llm_tables(tokens, timed_from_dispatch(summary)):
+        for spec in fig.llm_tables(tokens, details=details, from_dispatch=timed_from_dispatch(summary)):
             console.print(rich_table("tokens", spec))
     for title, spec in fig.session_tables(summary):
         console.print(rich_table(title, spec))

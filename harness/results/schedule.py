@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.data.sessions import is_session_spec
+
 #: summary.json `schedule.timed_from`: where the headline latencies start
 FROM_DISPATCH, FROM_ISSUE = "dispatch", "issue"
 
@@ -29,9 +31,14 @@ def harness_schedule(config: dict[str, Any]) -> str | None:
     """The harness's own schedule of this run (run.yaml's config), in words, or None when
     LoadGen's issue times are the schedule.
 
-    Today one kind: a closed loop (`concurrency: N`). Other schedules the harness owns
-    (timed arrivals, replayed traces, multi-turn sessions) join here with a branch each,
-    returning their words; every figure that depends on the answer follows."""
+    A closed loop (`concurrency: N`), and multi-turn sessions (each turn held until the
+    previous one answered, harness.child.sessions). Other schedules the harness owns join
+    here with a branch each, returning their words; every figure that depends on the
+    answer follows."""
+    dataset = config.get("dataset")
+    if isinstance(dataset, str) and is_session_spec(dataset):
+        users = (config.get("sessions") or {}).get("users", 1)
+        return f"sessions, {users} user{'s' if users != 1 else ''} at once"
     n = config.get("concurrency")
     if n:
         return f"closed loop of {n}"

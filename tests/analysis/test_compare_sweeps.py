@@ -271,6 +271,14 @@ def test_the_html_page_overlays_both_sides_curves(folders: dict[str, Path], tmp_
     assert [alt for alt, _ in images] == [ch.title for ch in charts(c)]
     assert all(base64.b64decode(b).startswith(b"\x89PNG") for _, b in images)
     assert f"comparable? {c.verdict}" in page and "http" not in page.split("<body>")[1]
+    # read off the drawn axes (tests/support/plot_frames.py): no point on the frame, rates from zero
+    from harness.report.sweep_compare_view import draw
+    from tests.support.plot_frames import check_frames, check_zero
+
+    for comparison in (c, cap):
+        axes = [(ch.title, ax) for ch in charts(comparison) for ax in draw(ch).figure.axes]
+        assert check_frames(axes) == []
+        assert check_zero(axes) == []
 
 
 def test_json_holds_the_comparison(folders: dict[str, Path]):

@@ -59,15 +59,16 @@ def test_terminal_verdict_first_then_breakdown_and_cost(runs, kind):
     assert "per successful task" in text and "per request" in text
     assert f"{data.summary['harness']['latency_ms']['p99']:.3f}" in text
     if kind != "failures":
-        # the LLM view names its rows in words (every key: --details)
+        # the LLM view names its rows in words, --details too
         assert "TTFT " in text and f"{data.summary['tokens']['ttft_ms']['p50']:.3f}" in text
         details = _terminal(runs[kind], details=True)
-        assert "ttft_ms" in details and f"{data.summary['tokens']['ttft_ms']['p50']:.3f}" in details
+        assert "TTFT bound" not in text and f"{data.summary['tokens']['ttft_ms']['p50']:.3f}" in details
+        assert ("TTFT from dispatch" in details) == (kind == "http")  # the hand-built section has none
     assert ("goodput" in text) == (kind == "tokens")
     if kind == "http":
         # 10 ms to the first token, then 11 tokens x 2 ms: generation dominates.
         assert "generation ◀ dominant" in text
-        assert "TTFT (LoadGen)" in text and "ttft_ms (LoadGen)" in _terminal(runs[kind], details=True)
+        assert "TTFT (LoadGen)" in text and "TTFT bound (LoadGen)" in _terminal(runs[kind], details=True)
 
 
 @pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
@@ -163,3 +164,50 @@ def test_report_cli_prints_text_formats_to_stdout(runs):
     assert result.exit_code == 0 and result.output.startswith("## **")
     missing = CliRunner().invoke(main, ["report", str(runs["failures"] / "nope")])
     assert missing.exit_code == 2 and "is not a results folder" in missing.output
+
+
+def _rows(html_tables: str) -> list[list[str]]:
+    """The cells of each row of some HTML tables, unescaped."""
+    import html
+
+    return [[html.unescape(c) for c in re.findall(r"<t[dh]>(.*?)</t[dh]>", tr)]
+            for tr in re.findall(r"<tr>(.*?)</tr>", html_tables)]
+
+
+@pytest.mark.parametrize("kind", ["tokens", "http"])
+def test_the_tokens_section_names_its_rows_and_hides_the_empty_ones_in_every_renderer(runs, kind):
+    """The HTTP run's summary holds ttft_from_dispatch_ms, mismatch.server_over_client and
+    validation, prompt_cache and kv_cache as None: the page shows named rows, no raw key
+    and no None, and the same rows as Markdown and the terminal (--details); the default
+    terminal view's rows are among them."""
+    from harness.report import figures
+    from harness.report.html import render_html
+
+    data = load_run(runs[kind])
+    tokens = data.summary["tokens"]
+    page = render_html(data)
+    section = page[page.index("<h2>tokens</h2>"):]
+    section = section[:section.index("<h2>", 4)]
+    rows = _rows(section)
+    assert len(rows) > 10
+    text = " ".join(" ".join(r) for r in rows)
+    assert "None" not in text
+    # snake_case is how summary.json spells its keys (ttft_from_dispatch_ms, server_over_client)
+    raw = set(re.findall(r"\b[a-z0-9]+(?:_[a-z0-9]+)+\b", text))
+    assert raw == set(), raw
+    assert {k for k in tokens if "_" in k}, "the section has keys of more than one word to leave out"
+    # every row has a value: an empty one is left out, not shown blank
+    assert all(cell.strip() for r in rows for cell in r[1:]), [r for r in rows if not all(c.strip() for c in r[1:])]
+    names = [r[0] for r in rows]
+    if kind == "http":
+        assert {"TTFT from dispatch", "server/client tokens", "TPOT bound (LoadGen)"} <= set(names)
+    # one source of rows: Markdown and the terminal's --details show the very rows of the page
+    md = write_report(runs[kind], "md")
+    md_section = md[md.index("### Tokens"):]
+    md_section = md_section[:md_section.index("\n### ", 5)]
+    md_names = [line.split(" | ")[0].lstrip("| ") for line in md_section.splitlines() if line.startswith("| ")]
+    assert md_names == names
+    details = _terminal(runs[kind], details=True)
+    assert all(name in details for name in names if name not in ("latency (ms)", "figure"))
+    brief = [r[0] for spec in figures.llm_tables(tokens) for r in [spec[0], *spec[1]]]
+    assert set(brief) <= set(names)

@@ -324,3 +324,22 @@ def test_a_run_with_telemetry_compares_with_one_without(tmp_path):
     plain = runner.run(RunConfig(**common), tmp_path / "a").run_dir
     sampled = runner.run(RunConfig(**common, telemetry={"host": True, "interval_s": 0.2}), tmp_path / "b").run_dir
     assert compare([plain, sampled]).verdict == "comparable: identical settings, data, model, harness and system"
+
+
+def test_the_telemetry_plots_keep_their_data_off_the_frame_and_levels_from_zero(truth_run):
+    """Read off the drawn axes (tests/support/plot_frames.py): no step on the top frame, and
+    requests, tokens/s and cores from zero (a queue of 0 to 2 requests is not 1.9 to 2.0)."""
+    from harness.analysis.run_data import load_run
+    from harness.report.telemetry_plots import telemetry_plots
+    from tests.support.plot_frames import check_frames, check_zero
+
+    run_dir, s, _ = truth_run
+    data = load_run(run_dir, s)  # what the HTML report hands over
+    plots = telemetry_plots(data.telemetry_entries, data.columns, data.child.get("threads") or {},
+                            data.child.get("loop_lag_ms"))
+    axes = [(cap, ax) for cap, uri in plots.figures for ax in uri.figure.axes]
+    assert len(plots.figures) == 3
+    assert check_frames(axes) == []
+    assert check_zero(axes) == []
+    for cap, ax in axes:  # levels and rates: requests, tokens/s, cores, lag
+        assert ax.get_ylim()[0] == 0, cap

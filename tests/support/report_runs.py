@@ -62,14 +62,16 @@ def http_token_run(root: Path) -> Path:
         ).run_dir
 
 
-def token_run(source: Path, dest: Path) -> Path:
-    """A copy of `source` whose records streamed tokens: TTFT grows with input length."""
+def token_run(source: Path, dest: Path, input_range: tuple[int, int] = (16, 512),
+              output_range: tuple[int, int] = (2, 128)) -> Path:
+    """A copy of `source` whose records streamed tokens: TTFT grows with input length.
+    Lengths are drawn uniformly from [low, high) of `input_range` and `output_range`."""
     shutil.copytree(source, dest)
     cols = read_records(dest).columns
     n = len(cols["status"])
     rng = np.random.default_rng(0)
-    input_tokens = rng.integers(16, 512, n)
-    n_tokens = rng.integers(2, 128, n)
+    input_tokens = rng.integers(*input_range, n)
+    n_tokens = rng.integers(*output_range, n)
     span = cols["complete_ns"] - cols["dispatch_ns"]
     first_token = cols["dispatch_ns"] + span // 3
     write_records(dest, {**{c: cols[c] for c in COLUMNS}, "first_token_ns": first_token, "n_tokens": n_tokens,
