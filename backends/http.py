@@ -20,10 +20,25 @@ summary groups failures by reason:
     disconnected      the server closed the connection before answering
     timeout           connect, read (no bytes for read_timeout_s) or total timeout
     malformed_json    a body that is not the JSON the protocol promises
-    malformed_sse     an SSE event whose data is not JSON
+    http_3xx          a redirect (the client follows none: the detail names the Location)
+    unsupported_encoding  a compressed body (the client asks for none and decodes none)
+    malformed_sse     an SSE event whose data is not JSON, or a field of the wrong type
+                      (choices not a list, choices[0] or delta not an object, content,
+                      reasoning_content or a tool call's name/arguments not a string,
+                      tool_calls not a list, token_ids not a list, usage not an object)
+    malformed_tool_call  a streamed tool call whose reassembled arguments are not JSON
+                      (the call is still kept in tokens.jsonl, with `json`: false)
     server_error      an error object inside a 200 stream
     empty_output      a well-formed answer with no content
     truncated_stream  the stream ended (or broke) before [DONE] or a finish_reason
+
+The event-loop SUT adds its own, in accuracy mode: no_token_ids, short_output,
+malformed_token_ids, tokenize (harness.child.stream_sut).
+
+Reasoning: a chat delta's `reasoning_content` (or `reasoning`) is counted and kept apart
+from the answer (Chunk.reasoning); with `reasoning_parser: think_tags`, so are
+`<think>...</think>` spans inside the content (an option: a literal "<think>" may be
+an answer). Tool calls stream as `delta.tool_calls` pieces, reassembled per index.
 
 Over 400 lines on purpose: the options and the request path (send, retry, stream) of four
 protocols belong to one class, and splitting the request path would put a call between
@@ -125,6 +140,11 @@ class HttpOptions(StreamingOptions):
     )
     warmup_requests: int = Field(1, ge=0, description="requests sent at once before the timed test (opens as many pooled connections)")
     check_server: bool = Field(True, description="query the server's model metadata at load")
+    reasoning_parser: Literal["fields", "think_tags"] = Field(
+        "fields", description="OpenAI streams: where the reasoning comes from; 'fields': the delta's "
+        "reasoning_content or reasoning (vLLM, DeepSeek); 'think_tags': also <think>...</think> spans "
+        "inside the content, for servers that inline them (off by default: a literal <think> may be an answer)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -496,11 +516,13 @@ class HttpBackend(StreamingBackend):
                 # Parsed here rather than in a nested async generator: every chunk would
                 # otherwise pass two generator layers (measured ~6 % of the loop's time).
                 parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None, excerpt,
-                                    self._ask_ids)
+                                    self._ask_ids, o.reasoning_parser == "think_tags")
                 async for data in resp.iter_any():
                     for chunk in parser.feed(data):
                         yield chunk
-                parser.finish()
+                for chunk in parser.finish():
+                    yield chunk
+                parser.check_tool_calls()  # after the calls went on: a failed request keeps them
             else:
                 raw = await resp.read()
                 for chunk in self._whole(raw):
@@ -595,6 +617,7 @@ class HttpBackend(StreamingBackend):
             "token_count_client": self.token_source,
             "input_token_count_client": self.input_token_method,
             "tokenizer": o.tokenizer,
+            "reasoning_parser": o.reasoning_parser,
             "inputs": [s.__dict__ for s in self._inputs],
             "outputs": [s.__dict__ for s in self._outputs],
         }

@@ -56,6 +56,18 @@ class Timing:
     # included): decode that slows as the batch grows, so in a closed loop of N requests
     # TPOT = tpot_ms + tpot_ms_per_in_flight x N
     tpot_ms_per_in_flight: float = 0.0
+    # a reasoning model: `reasoning_tokens` reasoning events before the answer, the first
+    # at ttft_ms and then one a tpot_ms; the answer's first token comes `reasoning_ms` after
+    # the first reasoning token (so TTFO = queue_ms + ttft_ms + reasoning_ms), its next ones
+    # a tpot_ms apart. `reasoning_style`: "reasoning_content" or "reasoning" (the chat
+    # delta's field, vLLM's old and new name), or "think" (inline in the content: a
+    # "<think>" event, the reasoning events, a "</think>" event; the tags are tokens of the
+    # reasoning span, so usage's reasoning_tokens is reasoning_tokens + 2)
+    reasoning_tokens: int = 0
+    reasoning_ms: float = 0.0
+    reasoning_style: str = "reasoning_content"
+    # added to usage.completion_tokens_details.reasoning_tokens: a server/client mismatch
+    reasoning_usage_extra: int = 0
 
 
 class ServerThread:
@@ -125,6 +137,21 @@ class TruthMetrics:
         if self.scrapes in self.fail_scrapes:
             return web.Response(status=503, text="metrics unavailable")
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+#: the tool call a chat prompt containing "@tool_call" gets instead of an answer: its name,
+#: then its arguments in pieces (one event each), as OpenAI-compatible servers stream them
+TOOL_CALL = ("get_weather", ['{"city": ', '"Paris", ', '"unit": ', '"C"}'])
+#: "@tool_bad_args": a call whose arguments, joined, are not JSON (a model that lost its way)
+TOOL_CALL_BAD = ("get_weather", ['{"city": ', '"Paris"'])
+
+
+def reasoning_pieces(timing: Timing) -> list[str]:
+    """The reasoning events the truth server sends, in order (tags included for "think")."""
+    words = [f" r{i}" for i in range(timing.reasoning_tokens)]
+    if timing.reasoning_style == "think" and words:
+        return ["<think>", *words, "</think>"]
+    return words
 
 
 def answer_pieces(answer: str) -> list[str]:
@@ -213,6 +240,19 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         if piece_ids is not None and sent_ids is not None:
             sent_ids[text] = [*(lead_ids or ()), *(i for ids in piece_ids for i in ids)]
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and timing.usage
+        thoughts = reasoning_pieces(timing)
+        tool = (TOOL_CALL if "@tool_call" in text else TOOL_CALL_BAD if "@tool_bad_args" in text else None) if chat else None
+        if tool is not None:
+            n = 1 + len(tool[1])  # the name's event, then one a piece of the arguments
+        # the answer's first token: after the reasoning when there is any
+        answer_ms = timing.reasoning_ms if thoughts else 0.0
+
+        def usage_of(n_answer: int) -> dict[str, Any]:
+            out: dict[str, Any] = {"prompt_tokens": len(text.split()),
+                                   "completion_tokens": n_answer + len(thoughts) + timing.usage_extra}
+            if thoughts:
+                out["completion_tokens_details"] = {"reasoning_tokens": len(thoughts) + timing.reasoning_usage_extra}
+            return out
         ttft_ms = timing.ttft_ms + timing.ttft_ms_per_prompt_token * len(text.split())
         tpot_ms = timing.tpot_ms + timing.tpot_ms_per_in_flight * in_flight
 
@@ -276,10 +316,30 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             arrivals.append((arrived, stamps))
         if lead_ids is not None and piece_ids is not None:
             await resp.write(event("", None, list(lead_ids)))
+        for i, thought in enumerate(thoughts):
+            await until(timing.queue_ms + ttft_ms + i * tpot_ms)
+            if timing.reasoning_style == "think":
+                await resp.write(event(thought))
+            else:
+                delta = {timing.reasoning_style: thought}
+                await resp.write(b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}).encode()
+                                 + b"\n\n")
+            stamps.append(time.perf_counter_ns())
+        if tool is not None:
+            name, pieces_of_args = tool
+            calls = [{"index": 0, "id": "call_0", "type": "function", "function": {"name": name, "arguments": ""}}]
+            calls += [{"index": 0, "function": {"arguments": a}} for a in pieces_of_args]
+            for j, call in enumerate(calls):
+                await until(timing.queue_ms + ttft_ms + answer_ms + j * tpot_ms)
+                finish = "tool_calls" if j == len(calls) - 1 else None
+                await resp.write(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]},
+                                                                      "finish_reason": finish}]}).encode() + b"\n\n")
+                stamps.append(time.perf_counter_ns())
+            sent = n
         while sent < n:
             take = min(k, n - sent)
             # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
-            await until(timing.queue_ms + ttft_ms + (sent + take - 1) * tpot_ms)
+            await until(timing.queue_ms + ttft_ms + answer_ms + (sent + take - 1) * tpot_ms)
             last = sent + take == n
             if pieces is not None:
                 ids = [i for p in piece_ids[sent:sent + take] for i in p] if piece_ids is not None else None
@@ -298,7 +358,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             if behaviour == "@hang":
                 await asyncio.sleep(3600)
         if include_usage:
-            usage = {"prompt_tokens": len(text.split()), "completion_tokens": n + timing.usage_extra}
+            usage = usage_of(n)
             await resp.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         if metrics is not None:
