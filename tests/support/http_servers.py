@@ -187,6 +187,11 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
     in `choices[0].token_ids`, and `sent_ids` (prompt -> ids) keeps what was sent. With
     `truncate_above`, an answer given while more than that many requests are open at the
     server keeps only its first `truncate_words` words: a server that degrades under load; `truncated` gets the prompt of each answer cut.
+    A chat prompt containing "@tool_call" is answered with the tool call TOOL_CALL instead of
+    text (its name's event, then one event a piece of its arguments, finish_reason
+    "tool_calls"); "@tool_bad_args" with TOOL_CALL_BAD, whose arguments are not JSON. With
+    `timing.reasoning_tokens`, reasoning events come first (Timing says how and when), and
+    usage counts them in completion_tokens_details.reasoning_tokens.
     With `lead_ids`, a streamed answer of `answers` that sends ids begins with an event of
     those ids and no text: vLLM sends a token's ids before its text while a UTF-8 character
     is incomplete; the ids are the answer's first."""
