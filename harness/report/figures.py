@@ -381,6 +381,8 @@ def llm_tables(tokens: dict[str, Any]) -> list[Table]:
 
     add("TTFT (LoadGen)", lg.get("ttft_ms"))
     add("TTFT", tokens.get("ttft_ms"))
+    add("TTFO (answer)", tokens.get("ttfo_ms"))  # a reasoning model's first answer token
+    add("reasoning time", tokens.get("reasoning_time_ms"))  # first token to first answer token
     issue, dispatch = tokens.get("ttft_ms") or {}, tokens.get("ttft_from_dispatch_ms") or {}
     if issue.get("mean") and dispatch.get("mean") is not None and \
             (issue["mean"] - dispatch["mean"]) > CLIENT_QUEUE_SHOWN * issue["mean"]:
@@ -429,6 +431,21 @@ def llm_tables(tokens: dict[str, Any]) -> list[Table]:
     if mm.get("requests_differing"):
         row("server/client count differ", mm["requests_differing"],
             f"{mm['requests_differing']:,} of {mm['requests_compared']:,} requests (x{mm.get('server_over_client') or 0:.3f})")
+    rs = tokens.get("reasoning") or {}
+    if rs.get("reasoning_tokens") is not None:
+        share = f" ({pct(rs['reasoning_share'])} reasoning)" if rs.get("reasoning_share") is not None else ""
+        row("reasoning / answer tokens", rs["reasoning_tokens"], f"{rs['reasoning_tokens']:,} / {rs.get('answer_tokens') or 0:,}{share}")
+        per_req = (rs.get("reasoning_tokens_per_request_mean"), rs.get("answer_tokens_per_request_mean"))
+        if None not in per_req:
+            row("  per request (mean)", per_req[0], f"{num(per_req[0])} / {num(per_req[1])}")
+    rm = tokens.get("reasoning_mismatch") or {}
+    if rm.get("requests_differing"):
+        row("server/client reasoning differ", rm["requests_differing"],
+            f"{rm['requests_differing']:,} of {rm['requests_compared']:,} requests (x{rm.get('server_over_client') or 0:.3f})")
+    if tokens.get("tool_calls") is not None and tokens.get("tool_call_requests") is not None:
+        bad = f", {tokens['tool_calls_not_json']:,} not JSON" if tokens.get("tool_calls_not_json") else ""
+        row("tool calls", tokens["tool_calls"],
+            f"{tokens['tool_calls']:,} in {tokens['tool_call_requests']:,} requests, {tokens.get('tool_call_tokens') or 0:,} tokens{bad}")
     if tokens.get("requests_retried"):
         row("requests retried", tokens["requests_retried"])
     if rows:

@@ -357,11 +357,12 @@ def _reasoning(per_req: list[dict[str, Any]], ok: np.ndarray, issue: np.ndarray,
             "reasoning_tokens_per_request_mean": total_r / len(good) if good else None,
             "answer_tokens_per_request_mean": total_a / len(good) if good else None,
             "reasoning_count_source": dict(sources),
-            # the server's reasoning count against the client's, as for all output tokens
-            "mismatch": {"requests_compared": compared, "requests_differing": differing, "server_tokens": server_total,
-                         "client_tokens": client_total,
-                         "server_over_client": server_total / client_total if client_total else None},
         },
+        # the server's reasoning count against the client's, as `mismatch` is for all output
+        # tokens (a top-level key, as that one: the reports list a section's flat figures)
+        "reasoning_mismatch": {"requests_compared": compared, "requests_differing": differing, "server_tokens": server_total,
+                               "client_tokens": client_total,
+                               "server_over_client": server_total / client_total if client_total else None},
         # first token to first answer token: the time the model reasoned, as the client saw it
         "reasoning_time_ms": weighted_distribution(np.asarray(reasoning_ms, dtype=np.float64), unit=NS_PER_MS),
     }

@@ -65,7 +65,7 @@ def test_ttft_and_ttfo_match_injected_reasoning_time(run_harness, style, options
     n = s["harness"]["samples"]
     assert (rs["reasoning_tokens"], rs["answer_tokens"]) == (n * r, n * t.tokens)
     assert rs["requests_with_reasoning"] == n and rs["reasoning_count_source"] == {"usage": n}
-    assert rs["mismatch"]["requests_compared"] == n and rs["mismatch"]["requests_differing"] == 0
+    assert tok["reasoning_mismatch"]["requests_compared"] == n and tok["reasoning_mismatch"]["requests_differing"] == 0
     assert rs["reasoning_share"] == r / (r + t.tokens)
     assert tok["output_tokens"] == n * (r + t.tokens)
     for e in _entries(run_dir):
@@ -108,6 +108,6 @@ def test_tool_calls_are_reassembled_counted_and_a_broken_one_fails(run_harness, 
     assert tok["tool_call_tokens"] == good_calls * (1 + len(TOOL_CALL[1])) + bad * (1 + len(TOOL_CALL_BAD[1]))
     assert tok["tool_calls_not_json"] == bad
     # the server's reasoning count (4) against the client's (3), on every successful request
-    m = tok["reasoning"]["mismatch"]
+    m = tok["reasoning_mismatch"]
     ok = h["succeeded"]
     assert (m["requests_compared"], m["requests_differing"], m["server_tokens"], m["client_tokens"]) == (ok, ok, 4 * ok, 3 * ok)
