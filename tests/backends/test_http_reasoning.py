@@ -111,3 +111,8 @@ def test_tool_calls_are_reassembled_counted_and_a_broken_one_fails(run_harness, 
     m = tok["reasoning_mismatch"]
     ok = h["succeeded"]
     assert (m["requests_compared"], m["requests_differing"], m["server_tokens"], m["client_tokens"]) == (ok, ok, 4 * ok, 3 * ok)
+    # the cost prices the calls the run made, not the sheet's assumption
+    from harness.analysis.cost import CostSheet, cost_for_run
+
+    cost = cost_for_run(run_dir, s, CostSheet(per_tool_call=0.01, tool_calls_per_request=5))
+    assert cost["usage"]["tool_calls"] == good_calls + bad and cost["usage"]["tool_calls_assumed"] is False
