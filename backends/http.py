@@ -11,6 +11,9 @@ timestamps and completion. Events travel as chunks (backends.base.Chunk):
     Chunk(text, n_tokens=k)             content: k tokens as counted here
     Chunk(n_tokens=0, usage={...})      the server's token counts
     Chunk(n_tokens=0, output=value)     a whole answer (KServe tensor, JSON value)
+    Chunk(text, k, reasoning=True)      reasoning: k tokens, timed, kept apart from the answer
+    Chunk(n_tokens=k)                   k tokens of a tool call's name or arguments pieces
+    Chunk(n_tokens=0, tool_calls=[..])  the stream's tool calls, reassembled, at its end
 
 Failures raise `RequestFailed(reason, detail)`; the SUT records "reason: detail", and the
 summary groups failures by reason:
