@@ -77,11 +77,13 @@ from backends.http_client import HttpClient
 from backends.http_credentials import EnvNames, Headers, Url
 from backends.http_wire import (
     _V2_TO_NP,
+    _check_calls,
     _fill,
     _json_output,
     _Redactor,
     _SseParser,
     _template_values,
+    _ToolCalls,
     _v2_spec,
     _v2_tensor,
 )
@@ -530,6 +532,8 @@ class HttpBackend(StreamingBackend):
                 raw = await resp.read()
                 for chunk in self._whole(raw):
                     yield chunk
+                    if chunk.tool_calls:  # after the calls went on, as for a stream
+                        _check_calls(chunk.tool_calls, excerpt)
         except asyncio.TimeoutError as e:
             raise RequestFailed("timeout", excerpt(_timeout_text(e, o))) from e
         except PayloadError as e:
@@ -553,9 +557,28 @@ class HttpBackend(StreamingBackend):
                     output = self.redact_text(output)
                 return [Chunk(n_tokens=0, output=output)]
             c = obj["choices"][0]
-            text = (c["message"].get("content") if o.protocol == "openai-chat" else c.get("text")) or ""
+            message = c["message"] if o.protocol == "openai-chat" else {}
+            text = (message.get("content") if o.protocol == "openai-chat" else c.get("text")) or ""
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
+            tools = message.get("tool_calls")
         except (KeyError, IndexError, TypeError, AttributeError) as e:
             raise RequestFailed("malformed_json", excerpt(f"missing {e} in {json.dumps(obj)}")) from e
+        count = self._tokenizer.count if self._tokenizer else None
+        before: list[Chunk] = []
+        if reasoning:
+            if not isinstance(reasoning, str):
+                raise RequestFailed("malformed_json", excerpt(f"reasoning_content is a {type(reasoning).__name__}: {json.dumps(obj)}"))
+            if self.redact_text is not None:
+                reasoning = self.redact_text(reasoning)
+            before.append(Chunk(reasoning, count(reasoning) if count else 1, reasoning=True))
+        calls: list[dict[str, Any]] = []
+        if tools:
+            assembled = _ToolCalls()
+            n = assembled.add(tools, count, lambda what: RequestFailed("malformed_json", excerpt(f"{what}: {json.dumps(obj)}")))
+            calls = assembled.assembled()
+            before.append(Chunk(n_tokens=n))
+        if not text and calls:  # a tool call is the whole answer
+            return [*before, Chunk(n_tokens=0, tool_calls=calls)]
         if not text:
             raise RequestFailed("empty_output", "the answer has no text")
         # The SUT takes chunks as typed (base.Chunk): a wrong type is this answer's failure.
@@ -566,7 +589,9 @@ class HttpBackend(StreamingBackend):
         ids = obj["choices"][0].get("token_ids")  # vLLM's return_token_ids
         if ids is not None and not isinstance(ids, list):
             raise RequestFailed("malformed_json", excerpt(f"token_ids is not a list: {json.dumps(obj)}"))
-        out = [Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1, token_ids=ids)]
+        out = [*before, Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1, token_ids=ids)]
+        if calls:
+            out.append(Chunk(n_tokens=0, tool_calls=calls))
         usage = obj.get("usage")
         if usage:
             if not isinstance(usage, dict):

@@ -163,6 +163,14 @@ class _ToolCalls:
         return out
 
 
+def _check_calls(calls: list[dict[str, Any]], excerpt: Callable[[str], str]) -> None:
+    """A tool call whose arguments are not JSON fails its request: a caller could not run it."""
+    for call in calls:
+        if not call["json"]:
+            raise RequestFailed("malformed_tool_call", excerpt(
+                f"tool call {call['index']} ({call['name'] or 'no name'}): arguments are not JSON: {call['arguments']!r}"))
+
+
 class _SseParser:
     """OpenAI server-sent events -> Chunks, fed the bytes of each network read.
 
@@ -304,10 +312,8 @@ class _SseParser:
     def check_tool_calls(self) -> None:
         """After the tool calls were handed on (kept in tokens.jsonl): one whose arguments
         are not JSON fails the request, as a caller could not run it."""
-        for call in (self.tools.assembled() if self.tools is not None else ()):
-            if not call["json"]:
-                raise RequestFailed("malformed_tool_call", self.excerpt(
-                    f"tool call {call['index']} ({call['name'] or 'no name'}): arguments are not JSON: {call['arguments']!r}"))
+        if self.tools is not None:
+            _check_calls(self.tools.assembled(), self.excerpt)
 
 
 def _v2_spec(t: dict[str, Any]) -> TensorSpec:

@@ -528,3 +528,47 @@ def test_hostile_events_in_a_run_are_recorded_as_documented_kinds(tmp_path):
             tmp_path / "results",
         ).summary  # fmt: skip
     assert s["harness"]["failures_by_reason"] == {"malformed_sse": s["harness"]["samples"]}
+
+
+def _whole_answer(message: dict[str, Any]) -> Handler:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        body = json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).encode()
+        writer.write(reply("200 OK", body, "Content-Type: application/json"))
+        await writer.drain()
+
+    return handle
+
+
+async def _one_whole(message: dict[str, Any]) -> list[Chunk] | RequestFailed:
+    async with RawServer(_whole_answer(message)) as url:
+        b = backend(url, stream=False)
+        try:
+            return [c async for c in b.stream(PreparedRequest(b'{"stream": false}', 0))]
+        except RequestFailed as e:
+            return e
+        finally:
+            await b.aclose()
+
+
+def test_a_whole_answer_keeps_its_reasoning_and_tool_calls_apart():
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    chunks = asyncio.run(_one_whole({"role": "assistant", "reasoning_content": "think", "content": "", "tool_calls": [call]}))
+    assert not isinstance(chunks, RequestFailed), chunks
+    assert [(c.text, c.reasoning) for c in chunks if c.text] == [("think", True)]
+    (calls,) = [c.tool_calls for c in chunks if c.tool_calls]
+    assert calls == [{"index": 0, "id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}', "tokens": 1, "json": True}]
+    answer = asyncio.run(_one_whole({"role": "assistant", "reasoning": "hm", "content": "42"}))
+    assert [(c.text, c.reasoning) for c in answer if c.text] == [("hm", True), ("42", False)]
+
+
+@pytest.mark.parametrize(("message", "reason"), [
+    ({"content": "x", "reasoning_content": 5}, "malformed_json"),
+    ({"content": "x", "tool_calls": "f()"}, "malformed_json"),
+    ({"content": "x", "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]}, "malformed_json"),
+    ({"content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"a": '}}]}, "malformed_tool_call"),
+    ({"content": ""}, "empty_output"),
+], ids=["reasoning a number", "tool_calls a string", "arguments an object", "arguments not JSON", "nothing"])
+def test_a_whole_answer_with_a_wrong_field_fails_as_a_documented_kind(message, reason):
+    failure = asyncio.run(_one_whole(message))
+    assert isinstance(failure, RequestFailed) and failure.reason == reason and reason in documented_reasons()
