@@ -415,11 +415,11 @@ class StreamingSUT:
                         "text": text,
                         "valid": valid,
                         **({"metrics": metrics} if metrics else {}),
-                        # only when the answer had reasoning or tool calls, or the server
-                        # counted reasoning: the split, the first answer token, the texts
+                        # only when the answer had reasoning, or the server counted some (a
+                        # model that reasons unseen; OpenAI sends a count of 0 for every answer)
                         **({"reasoning": thought or "", "reasoning_tokens": reasoning_tokens,
                             "server_reasoning_tokens": server_reasoning, "first_answer_ns": first_answer}
-                           if reasoning or server_reasoning is not None else {}),
+                           if reasoning or server_reasoning else {}),
                         **({"tool_calls": _redacted_calls(tool_calls, self._redact)} if tool_calls else {}),
                         **({"ids_source": ids_source, "n_ids": len(ids)} if ids_source is not None and ids is not None else {}),
                     }
