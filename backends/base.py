@@ -100,6 +100,13 @@ class Chunk:
     #: the generated token ids this chunk carries, when the backend knows them (its model's,
     #: or the server's `token_ids`): logged to LoadGen in accuracy mode. May come without text.
     token_ids: Sequence[int] | None = None
+    #: the chunk's text and tokens are the model's reasoning, not its answer: counted apart,
+    #: kept apart (tokens.jsonl `reasoning`), never scored; the first answer token is the
+    #: first content chunk without it
+    reasoning: bool = False
+    #: the request's tool calls, reassembled (each index, id, name, arguments string,
+    #: tokens, and `json`: whether the arguments parse), sent once at the end of the stream
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 class ResponseFormat(TypedDict):

@@ -11,6 +11,9 @@ timestamps and completion. Events travel as chunks (backends.base.Chunk):
     Chunk(text, n_tokens=k)             content: k tokens as counted here
     Chunk(n_tokens=0, usage={...})      the server's token counts
     Chunk(n_tokens=0, output=value)     a whole answer (KServe tensor, JSON value)
+    Chunk(text, k, reasoning=True)      reasoning: k tokens, timed, kept apart from the answer
+    Chunk(n_tokens=k)                   k tokens of a tool call's name or arguments pieces
+    Chunk(n_tokens=0, tool_calls=[..])  the stream's tool calls, reassembled, at its end
 
 Failures raise `RequestFailed(reason, detail)`; the SUT records "reason: detail", and the
 summary groups failures by reason:
@@ -20,10 +23,25 @@ summary groups failures by reason:
     disconnected      the server closed the connection before answering
     timeout           connect, read (no bytes for read_timeout_s) or total timeout
     malformed_json    a body that is not the JSON the protocol promises
-    malformed_sse     an SSE event whose data is not JSON
+    http_3xx          a redirect (the client follows none: the detail names the Location)
+    unsupported_encoding  a compressed body (the client asks for none and decodes none)
+    malformed_sse     an SSE event whose data is not JSON, or a field of the wrong type
+                      (choices not a list, choices[0] or delta not an object, content,
+                      reasoning_content or a tool call's name/arguments not a string,
+                      tool_calls not a list, token_ids not a list, usage not an object)
+    malformed_tool_call  a streamed tool call whose reassembled arguments are not JSON
+                      (the call is still kept in tokens.jsonl, with `json`: false)
     server_error      an error object inside a 200 stream
     empty_output      a well-formed answer with no content
     truncated_stream  the stream ended (or broke) before [DONE] or a finish_reason
+
+The event-loop SUT adds its own, in accuracy mode: no_token_ids, short_output,
+malformed_token_ids, tokenize (harness.child.stream_sut).
+
+Reasoning: a chat delta's `reasoning_content` (or `reasoning`) is counted and kept apart
+from the answer (Chunk.reasoning); with `reasoning_parser: think_tags`, so are
+`<think>...</think>` spans inside the content (an option: a literal "<think>" may be
+an answer). Tool calls stream as `delta.tool_calls` pieces, reassembled per index.
 
 Over 400 lines on purpose: the options and the request path (send, retry, stream) of four
 protocols belong to one class, and splitting the request path would put a call between
@@ -59,11 +77,13 @@ from backends.http_client import HttpClient
 from backends.http_credentials import EnvNames, Headers, Url
 from backends.http_wire import (
     _V2_TO_NP,
+    _check_calls,
     _fill,
     _json_output,
     _Redactor,
     _SseParser,
     _template_values,
+    _ToolCalls,
     _v2_spec,
     _v2_tensor,
 )
@@ -125,6 +145,11 @@ class HttpOptions(StreamingOptions):
     )
     warmup_requests: int = Field(1, ge=0, description="requests sent at once before the timed test (opens as many pooled connections)")
     check_server: bool = Field(True, description="query the server's model metadata at load")
+    reasoning_parser: Literal["fields", "think_tags"] = Field(
+        "fields", description="OpenAI streams: where the reasoning comes from; 'fields': the delta's "
+        "reasoning_content or reasoning (vLLM, DeepSeek); 'think_tags': also <think>...</think> spans "
+        "inside the content, for servers that inline them (off by default: a literal <think> may be an answer)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -521,15 +546,19 @@ class HttpBackend(StreamingBackend):
                 # Parsed here rather than in a nested async generator: every chunk would
                 # otherwise pass two generator layers (measured ~6 % of the loop's time).
                 parser = _SseParser(o.protocol == "openai-chat", self._tokenizer.count if self._tokenizer else None, excerpt,
-                                    self._ask_ids)
+                                    self._ask_ids, o.reasoning_parser == "think_tags")
                 async for data in resp.iter_any():
                     for chunk in parser.feed(data):
                         yield chunk
-                parser.finish()
+                for chunk in parser.finish():
+                    yield chunk
+                parser.check_tool_calls()  # after the calls went on: a failed request keeps them
             else:
                 raw = await resp.read()
                 for chunk in self._whole(raw):
                     yield chunk
+                    if chunk.tool_calls:  # after the calls went on, as for a stream
+                        _check_calls(chunk.tool_calls, excerpt)
         except asyncio.TimeoutError as e:
             raise RequestFailed("timeout", excerpt(_timeout_text(e, o))) from e
         except PayloadError as e:
@@ -553,9 +582,28 @@ class HttpBackend(StreamingBackend):
                     output = self.redact_text(output)
                 return [Chunk(n_tokens=0, output=output)]
             c = obj["choices"][0]
-            text = (c["message"].get("content") if o.protocol == "openai-chat" else c.get("text")) or ""
+            message = c["message"] if o.protocol == "openai-chat" else {}
+            text = (message.get("content") if o.protocol == "openai-chat" else c.get("text")) or ""
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
+            tools = message.get("tool_calls")
         except (KeyError, IndexError, TypeError, AttributeError) as e:
             raise RequestFailed("malformed_json", excerpt(f"missing {e} in {json.dumps(obj)}")) from e
+        count = self._tokenizer.count if self._tokenizer else None
+        before: list[Chunk] = []
+        if reasoning:
+            if not isinstance(reasoning, str):
+                raise RequestFailed("malformed_json", excerpt(f"reasoning_content is a {type(reasoning).__name__}: {json.dumps(obj)}"))
+            if self.redact_text is not None:
+                reasoning = self.redact_text(reasoning)
+            before.append(Chunk(reasoning, count(reasoning) if count else 1, reasoning=True))
+        calls: list[dict[str, Any]] = []
+        if tools:
+            assembled = _ToolCalls()
+            n = assembled.add(tools, count, lambda what: RequestFailed("malformed_json", excerpt(f"{what}: {json.dumps(obj)}")))
+            calls = assembled.assembled()
+            before.append(Chunk(n_tokens=n))
+        if not text and calls:  # a tool call is the whole answer
+            return [*before, Chunk(n_tokens=0, tool_calls=calls)]
         if not text:
             raise RequestFailed("empty_output", "the answer has no text")
         # The SUT takes chunks as typed (base.Chunk): a wrong type is this answer's failure.
@@ -566,7 +614,9 @@ class HttpBackend(StreamingBackend):
         ids = obj["choices"][0].get("token_ids")  # vLLM's return_token_ids
         if ids is not None and not isinstance(ids, list):
             raise RequestFailed("malformed_json", excerpt(f"token_ids is not a list: {json.dumps(obj)}"))
-        out = [Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1, token_ids=ids)]
+        out = [*before, Chunk(text, self._tokenizer.count(text) if self._tokenizer else 1, token_ids=ids)]
+        if calls:
+            out.append(Chunk(n_tokens=0, tool_calls=calls))
         usage = obj.get("usage")
         if usage:
             if not isinstance(usage, dict):
@@ -620,6 +670,7 @@ class HttpBackend(StreamingBackend):
             "token_count_client": self.token_source,
             "input_token_count_client": self.input_token_method,
             "tokenizer": o.tokenizer,
+            "reasoning_parser": o.reasoning_parser,
             "inputs": [s.__dict__ for s in self._inputs],
             "outputs": [s.__dict__ for s in self._outputs],
         }

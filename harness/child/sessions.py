@@ -52,7 +52,8 @@ class SessionHold:
 
     def __init__(self, dataset: SessionDataset, build: Callable[[list[dict[str, Any]], int | None, dict[str, str]], Any],
                  loop: asyncio.AbstractEventLoop, clock: Callable[[], int], *, users: int, think_time: str,
-                 header: str | None, salt: bool, seed: int) -> None:
+                 header: str | None, salt: bool, seed: int,
+                 carry_reasoning: bool = False) -> None:
         self.data = dataset
         self._build = build
         self._loop = loop
@@ -61,6 +62,7 @@ class SessionHold:
         self._think = think_time_sampler(think_time)
         self._header = header
         self._seed = seed
+        self._carry_reasoning = carry_reasoning
         self._salt = [hashlib.sha256(f"{seed}:{s.id}".encode()).hexdigest()[:16] if salt else None
                       for s in dataset.sessions]
         n = len(dataset.sessions)
@@ -146,8 +148,10 @@ class SessionHold:
         headers = {self._header: sess.id} if self._header else {}
         return self._build(messages, sess.turns[ref.turn].max_tokens, headers), ""
 
-    def done(self, index: int, text: str, error: str, at: int) -> None:
-        """Turn `index` ended at `at` (the recorded completion time) with `text`, or failed."""
+    def done(self, index: int, text: str, error: str, at: int, reasoning: str = "",
+             tool_calls: list[dict[str, Any]] | None = None) -> None:
+        """Turn `index` ended at `at` (the recorded completion time) with `text` (and the
+        reasoning and tool calls the stream carried), or failed."""
         ref = self.data.refs[index]
         s = ref.session
         if self._state[s] != 1:
@@ -160,7 +164,7 @@ class SessionHold:
             self._failing.extend(late)
             self._end(s)
             return
-        self._answers[s].append(assistant_message(text))
+        self._answers[s].append(assistant_message(text, reasoning if self._carry_reasoning else "", tool_calls))
         self._next[s] += 1
         if self._next[s] == len(self.data.sessions[s].turns):
             self._end(s)
@@ -182,8 +186,18 @@ class SessionHold:
         return {"session": self.data.sessions[ref.session].id, "turn": ref.turn}
 
 
-def assistant_message(text: str) -> dict[str, Any]:
-    """An answer as the next turn carries it back. The content only for now: where a
-    server's API needs them back, an answer's `reasoning_content` and `tool_calls` go here
-    too, once the stream parser gives them."""
-    return {"role": "assistant", "content": text}
+def assistant_message(text: str, reasoning: str = "", tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """An answer as the next turn carries it back, in OpenAI's chat form: its text; its tool
+    calls, which an API needs back before the tool's result (`tool_call_id` refers to them);
+    its reasoning as `reasoning_content` when the run carries reasoning (some APIs need it
+    back between tool calls; most chat templates drop it, so it is off by default)."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": c.get("id") or f"call_{c.get('index', k)}", "type": "function",
+             "function": {"name": c.get("name") or "", "arguments": c.get("arguments") or ""}}
+            for k, c in enumerate(tool_calls)
+        ]
+    return message

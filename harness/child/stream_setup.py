@@ -129,7 +129,8 @@ def session_hold(config: RunConfig, backend: StreamingBackend, dataset: Dataset,
 
     s = config.sessions
     return SessionHold(source, backend.chat_request, loop, time.perf_counter_ns, users=s.users,
-                       think_time=s.think_time_s, header=s.affinity_header, salt=s.salt, seed=config.seed)
+                       think_time=s.think_time_s, header=s.affinity_header, salt=s.salt, seed=config.seed,
+                       carry_reasoning=s.carry_reasoning)
 
 
 def first_token_calls(config: RunConfig) -> bool:

@@ -39,6 +39,15 @@ backend's model, or the server's `token_ids`), else the backend's tokenizer's id
 text (tokenized only in accuracy mode); tokens.jsonl says which ("ids_source"). An answer
 of fewer than 2 tokens is a failed sample ("short_output"), never a LoadGen error.
 
+Reasoning and tool calls: a chunk marked `reasoning` is timed as a token (TTFT is the first
+token of either kind, as GuideLLM and AIPerf define it) but its text goes to tokens.jsonl's
+`reasoning`, apart from `text` (the answer, which validators and scoring read); the first
+content chunk not marked so is stamped `first_answer_ns` (TTFO, time to first output
+token). `reasoning_tokens` is the client's count, `server_reasoning_tokens` the server's
+usage.completion_tokens_details.reasoning_tokens. A backend's reassembled tool calls
+(Chunk.tool_calls) are kept as `tool_calls` (index, id, name, arguments, tokens, json):
+the record a later turn of a conversation reads them back from, with `reasoning`.
+
 Token counts per request: the server's `usage.completion_tokens` when it sent one, else
 the sum of the chunks' counts (a local tokenizer's, or one per chunk). Both are kept in
 tokens.jsonl so the summary can report the source and any server/client mismatch.
@@ -287,7 +296,11 @@ class StreamingSUT:
             sample = self.dataset.get(index) if held is None else None
             times: list[int] = []
             counts: list[int] = []
-            texts: list[str] = []
+            texts: list[str] = []  # the answer's: reasoning is kept apart, never scored
+            reasoning: list[str] = []
+            reasoning_tokens = 0
+            first_answer = 0
+            tool_calls: list[dict[str, Any]] | None = None
             usage: dict[str, Any] | None = None
             output: Any = None
             metrics: dict[str, Any] = {}
@@ -312,7 +325,13 @@ class StreamingSUT:
                                     self._out.first(qid, self._first_ids(chunk, ids) if ids is not None else chunk.text)
                             times.append(t)
                             counts.append(chunk.n_tokens)
-                            texts.append(chunk.text)
+                            if chunk.reasoning:
+                                reasoning.append(chunk.text)
+                                reasoning_tokens += chunk.n_tokens
+                            else:
+                                if not first_answer:
+                                    first_answer = t
+                                texts.append(chunk.text)
                         if chunk.headers is not None:
                             first_byte = t
                         if chunk.usage is not None:
@@ -323,6 +342,8 @@ class StreamingSUT:
                             retries += 1
                         if chunk.metrics is not None:
                             metrics.update(chunk.metrics)
+                        if chunk.tool_calls is not None:
+                            tool_calls = chunk.tool_calls
                         if ids is not None and chunk.token_ids is not None:  # accuracy mode only
                             ids.extend(chunk.token_ids)
                     except Exception as e:  # noqa: BLE001 - not this request's failure: re-raised below
@@ -369,7 +390,7 @@ class StreamingSUT:
             self._out.complete(qid, data, lg_tokens)
             completed = True
             if held is not None:
-                held.done(index, "".join(texts), error, done)
+                held.done(index, "".join(texts), error, done, "".join(reasoning), tool_calls)
             status = "error" if error else "ok"
             self.records.add(
                 (qid, index, issued, dispatch, first_byte, first_token, done, n_tokens, input_tokens, next(self._ids),
@@ -382,6 +403,11 @@ class StreamingSUT:
                 # Checked after the completion was queued to LoadGen, so it is not timed.
                 valid = self._validate(index, text) if self._validate is not None and not error else None
                 details = (usage or {}).get("prompt_tokens_details")
+                out_details = (usage or {}).get("completion_tokens_details")
+                server_reasoning = _int(out_details if isinstance(out_details, dict) else None, "reasoning_tokens")
+                thought = "".join(reasoning) if reasoning else None
+                if thought is not None and self._redact is not None:
+                    thought = self._redact(thought)
                 self.records.add_tokens(
                     {
                         "query_id": qid,
@@ -402,6 +428,12 @@ class StreamingSUT:
                         "valid": valid,
                         **({"metrics": metrics} if metrics else {}),
                         **(held.tags(index) if held is not None else {}),
+                        # only when the answer had reasoning, or the server counted some (a
+                        # model that reasons unseen; OpenAI sends a count of 0 for every answer)
+                        **({"reasoning": thought or "", "reasoning_tokens": reasoning_tokens,
+                            "server_reasoning_tokens": server_reasoning, "first_answer_ns": first_answer}
+                           if reasoning or server_reasoning else {}),
+                        **({"tool_calls": _redacted_calls(tool_calls, self._redact)} if tool_calls else {}),
                         **({"ids_source": ids_source, "n_ids": len(ids)} if ids_source is not None and ids is not None else {}),
                     }
                 )
@@ -498,6 +530,11 @@ async def _nothing() -> Any:
     """The stream of a turn that is not sent (its session failed): no chunk."""
     return
     yield
+def _redacted_calls(calls: list[dict[str, Any]], redact: Callable[[str], str] | None) -> list[dict[str, Any]]:
+    """Tool calls as tokens.jsonl keeps them: a server may echo a secret into arguments too."""
+    if redact is None:
+        return calls
+    return [{**c, "name": redact(c.get("name") or ""), "arguments": redact(c.get("arguments") or "")} for c in calls]
 
 
 def _int(d: dict[str, Any] | None, key: str) -> int | None:

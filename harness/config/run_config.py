@@ -186,6 +186,9 @@ class Sessions(BaseModel):
                                         "(sticky routing to the server that holds its cache); null: none")
     salt: bool = Field(False, description="a per-session salt ahead of each session's own content, so no two "
                        "sessions share a prefix past the system prompt (defeats cross-session prefix caching)")
+    carry_reasoning: bool = Field(False, description="send each answer's reasoning back in the history as "
+                                  "`reasoning_content` (APIs that need it back between tool calls); off: the answer "
+                                  "text and its tool calls only, as most servers' chat templates drop past reasoning")
 
     @model_validator(mode="after")
     def _valid(self) -> Sessions:

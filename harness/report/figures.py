@@ -421,6 +421,8 @@ def _issue_rows(tokens: dict[str, Any], lg: dict[str, Any], add: Any, details: b
     """The latency rows of a run on LoadGen's schedule: timed from its issue."""
     add("TTFT (LoadGen)", lg.get("ttft_ms"))
     add("TTFT", tokens.get("ttft_ms"))
+    add("TTFO (answer)", tokens.get("ttfo_ms"))  # a reasoning model's first answer token
+    add("reasoning time", tokens.get("reasoning_time_ms"))  # first token to first answer token
     issue, dispatch = tokens.get("ttft_ms") or {}, tokens.get("ttft_from_dispatch_ms") or {}
     if details or (issue.get("mean") and dispatch.get("mean") is not None and
                    (issue["mean"] - dispatch["mean"]) > CLIENT_QUEUE_SHOWN * issue["mean"]):
@@ -459,6 +461,8 @@ def llm_tables(tokens: dict[str, Any], details: bool = False, from_dispatch: boo
 
     if from_dispatch:
         add("TTFT from dispatch", tokens.get("ttft_from_dispatch_ms"))
+        add("TTFO (answer)", tokens.get("ttfo_ms"))  # from dispatch too here (token_metrics)
+        add("reasoning time", tokens.get("reasoning_time_ms"))
         add("TPOT", tokens.get("tpot_ms"))
         add("ITL", tokens.get("itl_ms"))
         add("E2E from dispatch", tokens.get("e2e_from_dispatch_ms"))
@@ -501,7 +505,6 @@ def llm_tables(tokens: dict[str, Any], details: bool = False, from_dispatch: boo
     row("cached input tokens", tokens.get("cached_input_tokens"))
     if details:
         _cache_rows(tokens, row)
-    row("tool calls", tokens.get("tool_calls"))
     rep = tokens.get("repeated_prompts") or {}
     if rep.get("repeats"):
         row("repeated prompts", rep["repeats"],
@@ -522,6 +525,21 @@ def llm_tables(tokens: dict[str, Any], details: bool = False, from_dispatch: boo
             + (f" (x{ratio:.3f})" if ratio is not None else ""))
     if details and mm.get("requests_compared"):
         row("server/client tokens", mm.get("server_tokens"), f"{mm['server_tokens']:,} / {mm['client_tokens']:,}")
+    rs = tokens.get("reasoning") or {}
+    if rs.get("reasoning_tokens") is not None:
+        share = f" ({pct(rs['reasoning_share'])} reasoning)" if rs.get("reasoning_share") is not None else ""
+        row("reasoning / answer tokens", rs["reasoning_tokens"], f"{rs['reasoning_tokens']:,} / {rs.get('answer_tokens') or 0:,}{share}")
+        per_req = (rs.get("reasoning_tokens_per_request_mean"), rs.get("answer_tokens_per_request_mean"))
+        if None not in per_req:
+            row("  per request (mean)", per_req[0], f"{num(per_req[0])} / {num(per_req[1])}")
+    rm = tokens.get("reasoning_mismatch") or {}
+    if rm.get("requests_differing"):
+        row("server/client reasoning differ", rm["requests_differing"],
+            f"{rm['requests_differing']:,} of {rm['requests_compared']:,} requests (x{rm.get('server_over_client') or 0:.3f})")
+    if tokens.get("tool_calls") is not None and tokens.get("tool_call_requests") is not None:
+        bad = f", {tokens['tool_calls_not_json']:,} not JSON" if tokens.get("tool_calls_not_json") else ""
+        row("tool calls", tokens["tool_calls"],
+            f"{tokens['tool_calls']:,} in {tokens['tool_call_requests']:,} requests, {tokens.get('tool_call_tokens') or 0:,} tokens{bad}")
     if tokens.get("requests_retried") or (details and tokens.get("retries") is not None):
         row("requests retried", tokens.get("requests_retried"),
             f"{tokens.get('requests_retried') or 0:,} ({tokens.get('retries') or 0:,} retries)")

@@ -10,6 +10,13 @@ LoadGen times from its own):
            with it (gap 0). So ITL's token-weighted mean equals TPOT's when the stream ends
            with its last chunk, and multi-token chunks never inflate ITL.
 
+Reasoning models (answers with reasoning_content or <think> spans; harness.child.stream_sut):
+    TTFO   first *answer* token - issue (AIPerf's time to first output token); TTFT stays
+           the first token of either kind
+    reasoning  reasoning vs answer tokens (the server's completion_tokens_details.
+           reasoning_tokens when given, compared with the client's count as output is)
+    tool_calls  streamed tool calls reassembled, over every request (the cost reads it)
+
 Token counts come from the server's usage when it sent one, else a local tokenizer, else
 one per chunk; `token_count_source` says which, per request. When the server's count is
 known, the client's own count (tokenizer or chunks) is compared with it: `mismatch`.
@@ -221,6 +228,8 @@ def token_summary(
     reported = [x is not None for x in cached]
     ours["cached_input_tokens"] = int(sum(x for x in cached if x is not None)) if any(reported) else None
     ours["prompt_cache"] = _prompt_cache(c, ok, ttft_all, cached, (child.get("dataset") or {}).get("prefix"))
+    ours.update(_reasoning(per_req, ok, start, first))  # from dispatch on a harness-owned schedule
+    ours.update(_tool_calls(all_entries))
     ours["kv_cache"] = _kv_cache(per_req, ok, ((child.get("backend") or {}).get("kv_cache") or {}).get("shape"))
     lg = _loadgen_tokens(lg, loadgen_scenario(config.get("scenario", "")))
     agreement: dict[str, float | None] = {}
@@ -319,6 +328,72 @@ def _prompt_cache(
         "miss_requests": int((miss & ok).sum()),
     }
     return out
+
+
+def _reasoning(per_req: list[dict[str, Any]], ok: np.ndarray, issue: np.ndarray, first: np.ndarray) -> dict[str, Any]:
+    """TTFO and the reasoning/answer split of a run whose answers had reasoning; {} otherwise.
+
+    TTFO (time to first output token, AIPerf's `time_to_first_output_token`): `issue` (the
+    request's start: LoadGen's issue, or dispatch on a schedule the harness owns) to the
+    first answer token, i.e. the first content chunk that is not reasoning; a request that
+    reasoned not at all has it at its TTFT. Reasoning tokens per request: the server's
+    usage.completion_tokens_details.reasoning_tokens when it sent one, else the client's
+    count; answer tokens are the request's output tokens less those."""
+    if not any("reasoning_tokens" in e for e in per_req):
+        return {}
+    good = [i for i, e in enumerate(per_req) if ok[i]]
+    ttfo, reasoning_ms, r_tokens, a_tokens, sources = [], [], [], [], Counter()
+    compared = differing = server_total = client_total = 0
+    for i in good:
+        e = per_req[i]
+        answer_at = int(e.get("first_answer_ns") or 0) if "first_answer_ns" in e else int(first[i])
+        if answer_at > 0:
+            ttfo.append(answer_at - int(issue[i]))
+            reasoning_ms.append(answer_at - int(first[i]))
+        client, server = _int(e.get("reasoning_tokens")), e.get("server_reasoning_tokens")
+        r = int(server) if server is not None else client
+        sources["usage" if server is not None else "client"] += "reasoning_tokens" in e
+        r_tokens.append(r)
+        a_tokens.append(max(_int(e.get("n")) - r, 0))
+        if server is not None:
+            compared += 1
+            differing += int(server) != client
+            server_total += int(server)
+            client_total += client
+    total_r, total_a = sum(r_tokens), sum(a_tokens)
+    return {
+        "ttfo_ms": weighted_distribution(np.asarray(ttfo, dtype=np.float64), unit=NS_PER_MS),
+        "reasoning": {
+            "requests_with_reasoning": sum(1 for r in r_tokens if r > 0),
+            "reasoning_tokens": total_r,
+            "answer_tokens": total_a,
+            "reasoning_share": total_r / (total_r + total_a) if total_r + total_a else None,
+            "reasoning_tokens_per_request_mean": total_r / len(good) if good else None,
+            "answer_tokens_per_request_mean": total_a / len(good) if good else None,
+            "reasoning_count_source": dict(sources),
+        },
+        # the server's reasoning count against the client's, as `mismatch` is for all output
+        # tokens (a top-level key, as that one: the reports list a section's flat figures)
+        "reasoning_mismatch": {"requests_compared": compared, "requests_differing": differing, "server_tokens": server_total,
+                               "client_tokens": client_total,
+                               "server_over_client": server_total / client_total if client_total else None},
+        # first token to first answer token: the time the model reasoned, as the client saw it
+        "reasoning_time_ms": weighted_distribution(np.asarray(reasoning_ms, dtype=np.float64), unit=NS_PER_MS),
+    }
+
+
+def _tool_calls(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tool calls streamed back, over every request (a failed one's were generated and paid
+    for too: the cost reads `tool_calls`); {} when none had any."""
+    calls = [c for e in entries for c in (e.get("tool_calls") or []) if isinstance(c, dict)]
+    if not calls:
+        return {}
+    return {
+        "tool_calls": len(calls),
+        "tool_call_requests": sum(1 for e in entries if e.get("tool_calls")),
+        "tool_call_tokens": sum(_int(c.get("tokens")) for c in calls),
+        "tool_calls_not_json": sum(1 for c in calls if c.get("json") is False),
+    }
 
 
 def _kv_cache(per_req: list[dict[str, Any]], ok: np.ndarray, shape: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -421,3 +421,154 @@ def test_the_pool_serves_requests_first_come_first_served():
 
     asyncio.run(main())
     assert order == [b"a0", b"b", b"c", b"a1", b"a2", b"a3"]
+
+
+# --- wrongly typed fields, reasoning and tool calls: every failure is a documented kind ------
+
+
+def documented_reasons() -> set[str]:
+    """The failure kinds backends/http.py's docstring lists (its table's first column)."""
+    import re
+
+    import backends.http as http_module
+
+    table = http_module.__doc__.split("summary groups failures by reason:", 1)[1].split("\n\n", 2)[1]
+    return {m.group(1) for m in re.finditer(r"^    (\w+)", table, re.M)}
+
+
+def test_every_failure_reason_the_backend_raises_is_documented():
+    import re
+
+    raised: set[str] = set()
+    for module in ("backends/http.py", "backends/http_wire.py"):
+        raised |= set(re.findall(r'RequestFailed\(\s*f?"(\w+)', (Path(__file__).parents[2] / module).read_text()))
+    # f"http_{status}" reads as "http_", as the table's "http_<status>" does
+    assert "malformed_sse" in raised and "http_" in raised
+    assert raised - documented_reasons() == set()
+
+
+def _stream_of(*events: object) -> Handler:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(chunked(*[sse(e) for e in events]))
+        await writer.drain()
+
+    return handle
+
+
+def _tools(*calls: object) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": {"tool_calls": list(calls)}, "finish_reason": None}]}
+
+
+HOSTILE_EVENTS = {
+    "choices a string": {"choices": "abc"},
+    "choices[0] a string": {"choices": ["abc"]},
+    "choices[0] a number": {"choices": [7]},
+    "delta a string": {"choices": [{"index": 0, "delta": "abc"}]},
+    "delta a list": {"choices": [{"index": 0, "delta": ["abc"]}]},
+    "event a list": [1, 2],
+    "content an object": {"choices": [{"index": 0, "delta": {"content": {"a": 1}}}]},
+    "reasoning_content a number": {"choices": [{"index": 0, "delta": {"reasoning_content": 5}}]},
+    "reasoning a list": {"choices": [{"index": 0, "delta": {"reasoning": ["x"]}}]},
+    "tool_calls an object": {"choices": [{"index": 0, "delta": {"tool_calls": {"index": 0}}}]},
+    "tool_calls a string": {"choices": [{"index": 0, "delta": {"tool_calls": "f()"}}]},
+    "a tool call a string": _tools("f()"),
+    "index a string": _tools({"index": "0", "function": {"name": "f"}}),
+    "function a string": _tools({"index": 0, "function": "f"}),
+    "name a number": _tools({"index": 0, "function": {"name": 3}}),
+    "arguments an object": _tools({"index": 0, "function": {"name": "f", "arguments": {"city": "Paris"}}}),
+    "id a number": _tools({"index": 0, "id": 9, "function": {"name": "f"}}),
+    "usage a list": {"choices": [], "usage": [1, 2]},
+}
+
+
+@pytest.mark.parametrize("event", list(HOSTILE_EVENTS.values()), ids=list(HOSTILE_EVENTS))
+def test_a_wrongly_typed_field_fails_its_request_as_malformed_sse(event):
+    # after a good first token: the failure comes mid-stream, as a careless server sends it
+    failure = asyncio.run(one_request(_stream_of(delta("a"), event, delta("b", "stop"), b"[DONE]")))
+    assert isinstance(failure, RequestFailed), failure
+    assert failure.reason == "malformed_sse" and failure.reason in documented_reasons()
+    assert failure.detail  # says what was wrong: the field and the event
+
+
+def test_tool_call_arguments_that_are_not_json_fail_as_malformed_tool_call():
+    events = (_tools({"index": 0, "id": "c", "function": {"name": "get_weather", "arguments": '{"city": '}}),
+              {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}, b"[DONE]")
+    failure = asyncio.run(one_request(_stream_of(*events)))
+    assert isinstance(failure, RequestFailed) and failure.reason == "malformed_tool_call"
+    assert failure.reason in documented_reasons()
+    assert "get_weather" in failure.detail and "not JSON" in failure.detail and "\n" not in failure.detail
+
+
+def test_hostile_events_in_a_run_are_recorded_as_documented_kinds(tmp_path):
+    # the run's records hold reasons, never a Python exception's name (AttributeError was seen)
+    kinds = ["choices a string", "delta a string", "reasoning_content a number", "tool_calls an object", "arguments an object"]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                _, body = await read_request(reader)
+                i = int(json.loads(body)["messages"][-1]["content"].split()[1])
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                writer.write(chunked(*[sse(e) for e in (delta("a"), HOSTILE_EVENTS[kinds[i]], delta("b", "stop"), b"[DONE]")]))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"request {i}"}) + "\n" for i in range(len(kinds))))
+    with RawServerThread(handle) as url:
+        s = runner.run(
+            RunConfig(backend="http", scenario="Offline", dataset=str(prompts), min_duration_s=0.1,
+                      min_query_count=len(kinds), offline_expected_qps=1,
+                      use_token_latencies=True, ttft_latency_ms=5000, tpot_latency_ms=1000,
+                      backend_options={"protocol": "openai-chat", "url": url + "/v1", "check_server": False,
+                                       "warmup_requests": 0}),
+            tmp_path / "results",
+        ).summary  # fmt: skip
+    assert s["harness"]["failures_by_reason"] == {"malformed_sse": s["harness"]["samples"]}
+
+
+def _whole_answer(message: dict[str, Any]) -> Handler:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        body = json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).encode()
+        writer.write(reply("200 OK", body, "Content-Type: application/json"))
+        await writer.drain()
+
+    return handle
+
+
+async def _one_whole(message: dict[str, Any]) -> list[Chunk] | RequestFailed:
+    async with RawServer(_whole_answer(message)) as url:
+        b = backend(url, stream=False)
+        try:
+            return [c async for c in b.stream(PreparedRequest(b'{"stream": false}', 0))]
+        except RequestFailed as e:
+            return e
+        finally:
+            await b.aclose()
+
+
+def test_a_whole_answer_keeps_its_reasoning_and_tool_calls_apart():
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    chunks = asyncio.run(_one_whole({"role": "assistant", "reasoning_content": "think", "content": "", "tool_calls": [call]}))
+    assert not isinstance(chunks, RequestFailed), chunks
+    assert [(c.text, c.reasoning) for c in chunks if c.text] == [("think", True)]
+    (calls,) = [c.tool_calls for c in chunks if c.tool_calls]
+    assert calls == [{"index": 0, "id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}', "tokens": 1, "json": True}]
+    answer = asyncio.run(_one_whole({"role": "assistant", "reasoning": "hm", "content": "42"}))
+    assert [(c.text, c.reasoning) for c in answer if c.text] == [("hm", True), ("42", False)]
+
+
+@pytest.mark.parametrize(("message", "reason"), [
+    ({"content": "x", "reasoning_content": 5}, "malformed_json"),
+    ({"content": "x", "tool_calls": "f()"}, "malformed_json"),
+    ({"content": "x", "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]}, "malformed_json"),
+    ({"content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"a": '}}]}, "malformed_tool_call"),
+    ({"content": ""}, "empty_output"),
+], ids=["reasoning a number", "tool_calls a string", "arguments an object", "arguments not JSON", "nothing"])
+def test_a_whole_answer_with_a_wrong_field_fails_as_a_documented_kind(message, reason):
+    failure = asyncio.run(_one_whole(message))
+    assert isinstance(failure, RequestFailed) and failure.reason == reason and reason in documented_reasons()

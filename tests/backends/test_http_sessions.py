@@ -171,3 +171,20 @@ def test_users_beyond_the_backends_in_flight_limit_are_refused(run_harness):
                     backend_options={"protocol": "openai-chat", "url": srv.url + "/v1", "max_in_flight": 2},
                     sessions={"users": 3})
     assert str(info.value).startswith("sessions.users 3: the backend serves at most 2 requests at once")
+
+
+@pytest.mark.parametrize("carry", [False, True])
+def test_a_reasoning_answer_goes_back_as_the_server_sent_it(run_harness, carry):
+    """A reasoning model's turn: the next turn carries the answer text (the server checks it
+    turn by turn) and, with carry_reasoning, the reasoning as `reasoning_content`, exactly as
+    streamed; without it no reasoning goes back (chat templates drop it)."""
+    truth = SessionTruth()
+    t = Timing(ttft_ms=5, tpot_ms=1, reasoning_tokens=3, reasoning_ms=10)
+    with ServerThread(openai_app(t, sessions=truth)) as srv:
+        _, s = _run(run_harness, srv, "synthetic-sessions:n=2,turns=3,isl=8,osl=4", carry_reasoning=carry)
+    assert truth.mismatches == 0, truth.mismatch_notes
+    assert s["sessions"]["turns_completed"] == 6 and s["tokens"]["reasoning"]["reasoning_tokens"] == 6 * 3
+    carried = [m for msgs in truth.received.values() for m in msgs if m.get("role") == "assistant"]
+    assert len(carried) == 2 * (1 + 2)  # turns 1 and 2 of each session carry 1 and 2 answers
+    want = " r0 r1 r2" if carry else None  # the truth server's reasoning events, joined
+    assert [m.get("reasoning_content") for m in carried] == [want] * len(carried)

@@ -118,3 +118,17 @@ def test_salt_and_context_lead_the_first_turn(salt):
             assert first[0][1]["content"].split("\n\n")[0] != first[1][1]["content"].split("\n\n")[0]
     finally:
         loop.close()
+
+
+def test_an_answer_carries_its_tool_calls_in_openais_form():
+    """The next turn must hand back the calls the model made, as OpenAI's chat API takes an
+    assistant message: id, type and function {name, arguments}, arguments as streamed."""
+    from harness.child.sessions import assistant_message
+
+    calls = [{"index": 0, "id": "call_a", "name": "get_weather", "arguments": '{"city": "Paris"}', "tokens": 5, "json": True},
+             {"index": 1, "id": None, "name": "get_time", "arguments": "{}", "tokens": 1, "json": True}]
+    m = assistant_message("", "checking", calls)
+    assert m == {"role": "assistant", "content": "", "reasoning_content": "checking", "tool_calls": [
+        {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+        {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}
+    assert assistant_message("hi") == {"role": "assistant", "content": "hi"}

@@ -108,3 +108,44 @@ def test_the_llm_view_shows_ttft_from_dispatch_when_requests_wait_for_a_slot(tmp
     p50 = float(rows["TTFT from dispatch"].split()[3])
     assert 40 <= p50 < 40 * 1.3  # the server's time to first token
     assert summary["tokens"]["ttft_ms"]["p50"] > 2 * p50  # from issue: mostly the wait for a slot
+
+
+def test_the_reasoning_split_ttfo_and_tool_calls_show_in_every_view(tmp_path: Path):
+    """A reasoning model answering with text or a tool call: the terminal (80 columns), the
+    Markdown and the HTML report show TTFO, the reasoning/answer split, the server/client
+    reasoning mismatch and the tool calls, each figure the summary's."""
+    import json
+
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from harness.config.run_config import RunConfig
+    from harness.report.terminal import render
+    from harness.run import runner
+    from tests.support.http_servers import ServerThread, Timing, openai_app, write_prompts
+
+    prompts = write_prompts(tmp_path / "prompts.jsonl", ["@tool_call", "@ok", "@ok", "@tool_call"])
+    timing = Timing(ttft_ms=20, tpot_ms=2, tokens=6, reasoning_tokens=10, reasoning_ms=40, reasoning_usage_extra=1)
+    with ServerThread(openai_app(timing)) as srv:
+        run_dir = runner.run(RunConfig(backend="http", scenario="Offline", dataset=str(prompts),
+                                       backend_options={"protocol": "openai-chat", "url": srv.url + "/v1"},
+                                       min_duration_s=0, min_query_count=8), tmp_path).run_dir
+    tok = json.loads((run_dir / "summary.json").read_text())["tokens"]
+    rs, calls = tok["reasoning"], tok["tool_calls"]
+    console = Console(width=80, record=True, color_system=None)
+    render(json.loads((run_dir / "summary.json").read_text()), console, str(run_dir))
+    text = console.export_text()
+    assert all(len(line.rstrip()) <= 80 for line in text.splitlines()), text
+    rows = {line[:34].strip(): line[34:].strip() for line in text.splitlines()}
+    assert rows["reasoning / answer tokens"].startswith(f"{rs['reasoning_tokens']:,} / {rs['answer_tokens']:,}")
+    n = tok["requests"]
+    assert rows["server/client reasoning differ"] == f"{n} of {n} requests (x{11 / 10:.3f})"
+    assert rows["tool calls"].startswith(f"{calls:,} in {tok['tool_call_requests']:,} requests, {tok['tool_call_tokens']:,} tokens")
+    ttfo = next(line for line in text.splitlines() if line.startswith("TTFO (answer)"))
+    assert float(ttfo.split()[2].replace(",", "")) == round(tok["ttfo_ms"]["p50"], 3)
+    for fmt in ("md", "html"):
+        out = tmp_path / f"report.{fmt}"
+        assert CliRunner().invoke(main, ["report", str(run_dir), "--format", fmt, "-o", str(out)]).exit_code == 0
+        page = out.read_text()
+        assert "ttfo_ms" in page and "reasoning_time_ms" in page and "reasoning: answer_tokens" in page
+        assert "reasoning_mismatch: requests_differing" in page and "tool_calls" in page

@@ -56,6 +56,18 @@ class Timing:
     # included): decode that slows as the batch grows, so in a closed loop of N requests
     # TPOT = tpot_ms + tpot_ms_per_in_flight x N
     tpot_ms_per_in_flight: float = 0.0
+    # a reasoning model: `reasoning_tokens` reasoning events before the answer, the first
+    # at ttft_ms and then one a tpot_ms; the answer's first token comes `reasoning_ms` after
+    # the first reasoning token (so TTFO = queue_ms + ttft_ms + reasoning_ms), its next ones
+    # a tpot_ms apart. `reasoning_style`: "reasoning_content" or "reasoning" (the chat
+    # delta's field, vLLM's old and new name), or "think" (inline in the content: a
+    # "<think>" event, the reasoning events, a "</think>" event; the tags are tokens of the
+    # reasoning span, so usage's reasoning_tokens is reasoning_tokens + 2)
+    reasoning_tokens: int = 0
+    reasoning_ms: float = 0.0
+    reasoning_style: str = "reasoning_content"
+    # added to usage.completion_tokens_details.reasoning_tokens: a server/client mismatch
+    reasoning_usage_extra: int = 0
 
 
 class ServerThread:
@@ -157,6 +169,8 @@ class SessionTruth:
         #: (session, turn) -> (arrival ns, first write ns, cached words, prompt words): what it did
         self.served: dict[tuple[str, int], tuple[int, int, int, int]] = {}
         self._held: list[tuple[str, ...]] = []  # each served request's prompt + answer words
+        #: (session, turn) -> the messages the request carried, as received
+        self.received: dict[tuple[str, int], list[dict[str, Any]]] = {}
 
     def check(self, request_headers: Any, messages: list[dict[str, Any]]) -> tuple[str, int, list[dict[str, Any]]] | None:
         """(session, turn, messages as the server sees them), counting a wrong history; None
@@ -183,6 +197,7 @@ class SessionTruth:
                 wrong.append(f"answer {j} differs")
         if (sid, k) in self.turns:
             wrong.append(f"turn {k} sent twice")
+        self.received[(sid, k)] = messages
         if wrong:
             self.mismatches += 1
             self.mismatch_notes.append(f"{sid} turn {k}: {'; '.join(wrong)}")
@@ -203,6 +218,21 @@ class SessionTruth:
     def answered(self, sid: str, k: int, user: str, words: tuple[str, ...], answer: str) -> None:
         self.turns[(sid, k)] = (user, answer)
         self._held.append(words + tuple(answer.split()))
+
+
+#: the tool call a chat prompt containing "@tool_call" gets instead of an answer: its name,
+#: then its arguments in pieces (one event each), as OpenAI-compatible servers stream them
+TOOL_CALL = ("get_weather", ['{"city": ', '"Paris", ', '"unit": ', '"C"}'])
+#: "@tool_bad_args": a call whose arguments, joined, are not JSON (a model that lost its way)
+TOOL_CALL_BAD = ("get_weather", ['{"city": ', '"Paris"'])
+
+
+def reasoning_pieces(timing: Timing) -> list[str]:
+    """The reasoning events the truth server sends, in order (tags included for "think")."""
+    words = [f" r{i}" for i in range(timing.reasoning_tokens)]
+    if timing.reasoning_style == "think" and words:
+        return ["<think>", *words, "</think>"]
+    return words
 
 
 def answer_pieces(answer: str) -> list[str]:
@@ -239,6 +269,11 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
     in `choices[0].token_ids`, and `sent_ids` (prompt -> ids) keeps what was sent. With
     `truncate_above`, an answer given while more than that many requests are open at the
     server keeps only its first `truncate_words` words: a server that degrades under load; `truncated` gets the prompt of each answer cut.
+    A chat prompt containing "@tool_call" is answered with the tool call TOOL_CALL instead of
+    text (its name's event, then one event a piece of its arguments, finish_reason
+    "tool_calls"); "@tool_bad_args" with TOOL_CALL_BAD, whose arguments are not JSON. With
+    `timing.reasoning_tokens`, reasoning events come first (Timing says how and when), and
+    usage counts them in completion_tokens_details.reasoning_tokens.
     With `lead_ids`, a streamed answer of `answers` that sends ids begins with an event of
     those ids and no text: vLLM sends a token's ids before its text while a UTF-8 character
     is incomplete; the ids are the answer's first.
@@ -307,6 +342,21 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         if turn is not None:
             n = int(body.get("max_tokens") or timing.tokens)
             pieces = [f"{'' if i == 0 else ' '}{turn[0]}.{turn[1]}.{i}" for i in range(n)]
+        thoughts = reasoning_pieces(timing)
+        tool = (TOOL_CALL if "@tool_call" in text else TOOL_CALL_BAD if "@tool_bad_args" in text else None) if chat else None
+        if tool is not None:
+            n = 1 + len(tool[1])  # the name's event, then one a piece of the arguments
+        # the answer's first token: after the reasoning when there is any
+        answer_ms = timing.reasoning_ms if thoughts else 0.0
+
+        def usage_of(n_answer: int) -> dict[str, Any]:
+            out: dict[str, Any] = {"prompt_tokens": prompt_words,
+                                   "completion_tokens": n_answer + len(thoughts) + timing.usage_extra}
+            if thoughts:
+                out["completion_tokens_details"] = {"reasoning_tokens": len(thoughts) + timing.reasoning_usage_extra}
+            if turn is not None:
+                out["prompt_tokens_details"] = {"cached_tokens": cached}
+            return out
         ttft_ms = timing.ttft_ms + timing.ttft_ms_per_prompt_token * (prompt_words - cached)
         tpot_ms = timing.tpot_ms + timing.tpot_ms_per_in_flight * in_flight
 
@@ -370,10 +420,30 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             arrivals.append((arrived, stamps))
         if lead_ids is not None and piece_ids is not None:
             await resp.write(event("", None, list(lead_ids)))
+        for i, thought in enumerate(thoughts):
+            await until(timing.queue_ms + ttft_ms + i * tpot_ms)
+            if timing.reasoning_style == "think":
+                await resp.write(event(thought))
+            else:
+                delta = {timing.reasoning_style: thought}
+                await resp.write(b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}).encode()
+                                 + b"\n\n")
+            stamps.append(time.perf_counter_ns())
+        if tool is not None:
+            name, pieces_of_args = tool
+            calls = [{"index": 0, "id": "call_0", "type": "function", "function": {"name": name, "arguments": ""}}]
+            calls += [{"index": 0, "function": {"arguments": a}} for a in pieces_of_args]
+            for j, call in enumerate(calls):
+                await until(timing.queue_ms + ttft_ms + answer_ms + j * tpot_ms)
+                finish = "tool_calls" if j == len(calls) - 1 else None
+                await resp.write(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]},
+                                                                      "finish_reason": finish}]}).encode() + b"\n\n")
+                stamps.append(time.perf_counter_ns())
+            sent = n
         while sent < n:
             take = min(k, n - sent)
             # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
-            await until(timing.queue_ms + ttft_ms + (sent + take - 1) * tpot_ms)
+            await until(timing.queue_ms + ttft_ms + answer_ms + (sent + take - 1) * tpot_ms)
             last = sent + take == n
             if pieces is not None:
                 ids = [i for p in piece_ids[sent:sent + take] for i in p] if piece_ids is not None else None
@@ -395,9 +465,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             sessions.answered(turn[0], turn[1], prompt, words, "".join(pieces or ()))
             sessions.served[turn] = (arrived, stamps[0] if stamps else 0, cached, prompt_words)
         if include_usage:
-            usage: dict[str, Any] = {"prompt_tokens": prompt_words, "completion_tokens": n + timing.usage_extra}
-            if turn is not None:
-                usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            usage = usage_of(n)
             await resp.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         if metrics is not None:
