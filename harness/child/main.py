@@ -263,6 +263,10 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         conf_path = run_dir / "loaded.conf"
         conf_path.write_text(conf_text)
     settings = build_test_settings(lg, config, conf_path)
+    rows = getattr(getattr(dataset, "source", None), "arrival_s", None)
+    if rows is not None:  # a trace replays each row once, at its time: the query is its rows
+        settings.min_query_count = settings.max_query_count = len(rows)
+        settings.min_duration_ms = 0
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(run_dir)
     log_settings.log_output.copy_summary_to_stdout = False

@@ -35,6 +35,7 @@ class RecordWriter:
 
     def __init__(self, run_dir: Path, on_flush: Callable[[int], None] | None = None) -> None:
         self._run_dir = run_dir
+        self.run_dir = run_dir  # where other per-run files of the child go (schedule.parquet)
         self._partial = open(run_dir / PARTIAL_RECORDS, "wb")
         self._tokens_path = run_dir / TOKENS
         self._tokens_file = None

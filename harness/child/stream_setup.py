@@ -18,6 +18,7 @@ import numpy as np
 
 from backends.base import Chunk, ResponseFormat, StreamingBackend
 from harness.child.record_writer import RecordWriter
+from harness.child.schedule import SCHEDULE_FILE, ArrivalPlan, TracePlan, precise_loop
 from harness.child.stream_sut import LoadGenOutlet, StreamingSUT
 from harness.config.run_config import RunConfig
 from harness.data.datasets import Dataset
@@ -50,10 +51,11 @@ class PreparedDataset(Dataset):
 
 
 class EventLoopThread:
-    """An asyncio loop running forever in a daemon thread, until `close`."""
+    """An asyncio loop running forever in a daemon thread, until `close`. `precise`: timers
+    fire on time, not up to 1 ms late (harness.child.schedule.PreciseEpollSelector)."""
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+    def __init__(self, precise: bool = False) -> None:
+        self.loop = precise_loop() if precise else asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="event-loop", daemon=True)
         self._thread.start()
 
@@ -99,6 +101,10 @@ class StreamingFactory:
     def sut(self, records: Any, outlet: Any, return_outputs: bool, crash: Callable[[BaseException], None] | None,
             max_in_flight: int | None = None, **kw: Any) -> StreamingSUT:
         """The SUT over any outlet: LoadGen's here, a client shard's in harness.child.shard."""
+        plan = schedule_plan(self.config, self.dataset)
+        if plan is not None and "schedule_path" not in kw:
+            run_dir = getattr(records, "run_dir", None)
+            kw["schedule_path"] = run_dir / SCHEDULE_FILE if run_dir is not None else None
         return StreamingSUT(
             self.backend,
             self.dataset,
@@ -110,8 +116,17 @@ class StreamingFactory:
             return_outputs=return_outputs,
             max_in_flight=max_in_flight or in_flight_limit(self.config.concurrency, self.backend.max_in_flight),
             crash=crash,
+            schedule=plan,
             **kw,
         )
+
+
+def schedule_plan(config: RunConfig, dataset: Dataset) -> ArrivalPlan | TracePlan | None:
+    """The run's harness-owned schedule: a trace's timestamps, or its `arrivals`; None: none."""
+    offsets = getattr(getattr(dataset, "source", dataset), "arrival_s", None)
+    if offsets is not None:
+        return TracePlan(offsets, getattr(dataset, "name", "trace"))
+    return ArrivalPlan.from_config(config.arrivals) if config.arrivals is not None else None
 
 
 def first_token_calls(config: RunConfig) -> bool:
@@ -143,7 +158,8 @@ def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int,
     backend with neither stops the run here, before the test, with the option to set.
     """
     dataset = PreparedDataset(build_source(config, backend), backend.prepare)
-    runner = EventLoopThread()
+    # a schedule's timers must fire on time; other runs keep asyncio's own selector
+    runner = EventLoopThread(precise=schedule_plan(config, dataset) is not None)
     t0 = time.perf_counter()
     output, saw_ids = runner.run(_warmup(backend, dataset, backend.options.warmup_requests))
     if return_outputs and backend.produces_tokens and backend.tokenize_output is None and not saw_ids:

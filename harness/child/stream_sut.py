@@ -59,6 +59,7 @@ import numpy as np
 from backends.base import StreamingBackend
 from harness.child.issue_queue import IssueQueue, ItemQueue
 from harness.child.record_writer import RecordWriter
+from harness.child.schedule import Schedule
 from harness.results.stats import distribution
 
 if TYPE_CHECKING:
@@ -151,6 +152,8 @@ class StreamingSUT:
         crash: Callable[[BaseException], None] | None = None,
         clock: Callable[[], int] = time.perf_counter_ns,
         worker: int = 0,
+        schedule: Any = None,
+        schedule_path: Any = None,
     ) -> None:
         self.backend = backend
         self.dataset = dataset
@@ -185,6 +188,12 @@ class StreamingSUT:
         self._redact: Callable[[str], str] | None = backend.redact_text
         self._probing = True
         self._lags: list[tuple[float, float]] = []  # (the loop's clock, seconds late), one a LAG_PERIOD_S
+        #: a harness-owned arrival schedule (`schedule`: an ArrivalPlan or TracePlan): each
+        #: issued sample waits there for its time, then joins the queue (harness.child.schedule)
+        self.schedule: Schedule | None = None
+        if schedule is not None:
+            self.schedule = Schedule(schedule, self._loop, self._scheduled, schedule_path, clock)
+            self._queue = ItemQueue()
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
@@ -210,6 +219,8 @@ class StreamingSUT:
         self._probing = False
         self.runner.run(self._shutdown())
         self.runner.close()
+        if self.schedule is not None:
+            self.schedule.close()
         if self.crashed is not None:
             # No crash handler ended the process: LoadGen ran to its end on unserved
             # completions. The records so far are kept, and the run ends as the bug.
@@ -244,7 +255,15 @@ class StreamingSUT:
 
     # --- the loop ----------------------------------------------------------------------
     def _enqueue(self, samples: list[Any], issued: int) -> None:
+        if self.schedule is not None:
+            self.schedule.put(samples, issued)
+            return
         self._queue.put(samples, issued)
+        self._start_workers()
+
+    def _scheduled(self, items: list[tuple[int, int, int]]) -> None:
+        """Samples whose scheduled time has come, from the schedule's timer."""
+        self._queue.extend(items)
         self._start_workers()
 
     def _start_workers(self) -> None:

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.report import figures as fig
+from harness.results.schedule import degraded_line
 
 _COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
 
@@ -43,6 +44,9 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         if line.startswith("success"):
             style = "green" if ours.get("success_rate") == 1 else "red"
         console.print(f"  [{style}]{line}[/]" if style else f"  {line}", highlight=False)
+    schedule = summary.get("schedule")
+    if isinstance(schedule, dict) and schedule.get("degraded"):  # before any latency is read as the server's
+        console.print(f"  [bold yellow]{degraded_line(schedule)}[/]", highlight=False)
     sizing = (data.manifest or {}).get("sizing") if data is not None else None
     key = next((k for k in sizing or {} if k.endswith(("_qps", "_latency_ms"))), None)
     if isinstance(sizing, dict) and key and isinstance(sizing.get("measured"), (int, float)):

@@ -26,6 +26,7 @@ from harness.results.text_accuracy import summary_section as text_accuracy
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
+from harness.results.schedule import schedule_section
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.token_metrics import read_token_entries, token_summary
 from harness.results.distribute import replica_summary, shard_summary
@@ -151,7 +152,7 @@ _SHAPE: dict[str, tuple[type, dict[str, tuple[type, ...]]]] = {
 #: the harness section's figures, present whenever it counted samples
 _COUNTED = {"succeeded": (int,), "failed": (int,), "success_rate": (int, float), "failures_by_reason": (dict,),
             "latency_ms": (dict,), "queue_ms": (dict,), "service_ms": (dict,)}
-_OPTIONAL = ("agreement", "tokens", "accuracy", "text_accuracy", "timings_s", "sut", "backend", "dataset")
+_OPTIONAL = ("agreement", "tokens", "accuracy", "text_accuracy", "timings_s", "sut", "backend", "dataset", "schedule")
 
 
 #: sections of figures, less their keys that hold text or settings
@@ -393,6 +394,14 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "backend": child.get("backend"),
         "dataset": child.get("dataset"),
     }
+    # a harness-owned schedule (arrivals, a trace): was it kept? (harness.results.schedule)
+    summary["schedule"] = schedule = schedule_section(run_dir, rec, config, child)
+    if schedule is not None and schedule["degraded"]:
+        summary["validity"]["reasons"].append(
+            f"requests left late for their schedule: lag p99 {schedule['lag_ms']['p99']:.3g} ms, above "
+            f"schedule_lag_limit_ms {schedule['lag_limit_ms']:g}; the latencies describe a late replay")
+        summary["validity"]["fixes"].append(
+            "offer less load, or give the client more CPU (a quieter machine, fewer in-flight streams)")
     cluster = folder.read_json(run_dir, folder.CLUSTER)
     summary["replicas"] = replica_summary(rec, cluster)
     summary["client_shards"] = shard_summary(rec, cluster, child)

@@ -1,0 +1,219 @@
+"""A harness-owned arrival schedule: open-loop timed arrivals inside one Offline query.
+
+LoadGen's Server scenario draws Poisson arrivals only. For bursty (gamma), smooth
+(constant) or ramping arrivals, and for a trace's own timestamps, the harness runs
+Offline: LoadGen issues every sample at once, and this module holds each one back until
+its scheduled time, then hands it to the event-loop SUT (harness.child.stream_sut) to
+dispatch. LoadGen's latencies then count from its one Offline issue, so they include
+the scheduled wait; the harness's own figures count from dispatch (docs/traffic.md).
+
+Which sample goes when:
+    arrivals (`ArrivalPlan`)  by position: the k-th sample LoadGen issued leaves one
+                              gap after the (k-1)-th, the first one gap after the issue
+    trace (`TracePlan`)       by dataset index: row j leaves at its own (scaled) timestamp
+
+Each dispatched sample's scheduled time (records' clock, perf_counter_ns) is kept and
+written to `schedule.parquet` (query_id, scheduled_ns) when the test ends, beside
+records.parquet: the summary joins them on query_id for the lag, dispatch - scheduled.
+
+asyncio's epoll selector rounds every timeout *up* to a whole millisecond, so a timer
+fires up to 1 ms late: as late as the lag this module is meant to keep under 1 ms.
+`PreciseEpollSelector` waits 1 ms less and lets the loop poll without blocking for the
+last fraction: a timer then fires within the loop's own latency (tens of us), at the cost
+of a busy final millisecond before each due timer. Only a scheduled run's loop uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: the file of each dispatched sample's scheduled time
+SCHEDULE_FILE = "schedule.parquet"
+
+
+class PreciseEpollSelector(selectors.EpollSelector):
+    """epoll, waking at or before a timeout rather than up to 1 ms after it (see above)."""
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is not None and timeout > 0:
+            timeout = max(0.0, timeout - 1e-3)  # the base class rounds it up to a whole ms
+        return super().select(timeout)
+
+
+def precise_loop() -> asyncio.AbstractEventLoop:
+    return asyncio.SelectorEventLoop(PreciseEpollSelector())
+
+
+# --- arrival times ----------------------------------------------------------------------
+
+
+def unit_gaps(kind: str, shape: float | None, rng: np.random.Generator, n: int) -> np.ndarray:
+    """n inter-arrival gaps of mean 1: exponential (Poisson), gamma(shape) (CV 1/sqrt(shape):
+    shape < 1 is burstier than Poisson, > 1 smoother, as vLLM's --burstiness) or constant."""
+    if kind == "poisson":
+        return rng.exponential(1.0, n)
+    if kind == "gamma":
+        assert shape is not None
+        return rng.gamma(shape, 1.0 / shape, n)
+    return np.ones(n)
+
+
+def operational_to_time(lam: np.ndarray, rate: float, ramp_from: float | None, ramp_s: float) -> np.ndarray:
+    """Seconds at which the cumulative expected count Λ(t) = ∫ rate(u) du reaches `lam`.
+
+    Gaps of mean 1 in Λ are arrivals of the time-varying rate (time rescaling), whatever
+    their distribution: rate(t) = ramp_from + (rate - ramp_from) t / ramp_s up to ramp_s,
+    then `rate`. Inside the ramp, Λ(t) = r0 t + a t² with a = (rate - r0) / (2 ramp_s),
+    solved as t = 2Λ / (r0 + sqrt(r0² + 4aΛ)) (finite for r0 = 0 and for a = 0)."""
+    if ramp_from is None or ramp_s <= 0:
+        return lam / rate
+    r0, a = ramp_from, (rate - ramp_from) / (2 * ramp_s)
+    lam_ramp = (r0 + rate) * ramp_s / 2
+    inside = lam <= lam_ramp
+    t = np.empty_like(lam)
+    li = lam[inside]
+    t[inside] = 2 * li / (r0 + np.sqrt(np.maximum(r0 * r0 + 4 * a * li, 0.0)))
+    t[~inside] = ramp_s + (lam[~inside] - lam_ramp) / rate
+    return t
+
+
+class ArrivalPlan:
+    """A run's `arrivals` setting: the offsets of the next n positions, drawn as they come
+    (a seeded stream, so the k-th sample's offset is the same whatever the query size)."""
+
+    by_index = False
+
+    def __init__(self, kind: str, rate: float, shape: float | None = None, seed: int = 0,
+                 ramp_from: float | None = None, ramp_s: float = 0.0) -> None:
+        self.kind, self.rate, self.shape, self.seed = kind, rate, shape, seed
+        self.ramp_from, self.ramp_s = ramp_from, ramp_s
+        self._rng = np.random.default_rng([seed, 0x5C4ED])
+        self._lam = 0.0  # Λ of the last position drawn
+
+    @classmethod
+    def from_config(cls, arrivals: Any) -> ArrivalPlan:
+        return cls(arrivals.kind, arrivals.rate, arrivals.shape, arrivals.seed, arrivals.ramp_from, arrivals.ramp_s)
+
+    def offsets_ns(self, n: int, indices: Any = None) -> np.ndarray:
+        lam = self._lam + np.cumsum(unit_gaps(self.kind, self.shape, self._rng, n))
+        if n:
+            self._lam = float(lam[-1])
+        return np.round(operational_to_time(lam, self.rate, self.ramp_from, self.ramp_s) * 1e9).astype(np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "rate_per_s": self.rate, "shape": self.shape, "seed": self.seed,
+                "ramp_from_per_s": self.ramp_from, "ramp_s": self.ramp_s}
+
+
+class TracePlan:
+    """A trace's timestamps: sample j (dataset row j) at its offset, whenever LoadGen issued it."""
+
+    by_index = True
+
+    def __init__(self, offsets_s: np.ndarray, kind: str) -> None:
+        self._offsets = np.round(np.asarray(offsets_s, dtype=np.float64) * 1e9).astype(np.int64)
+        self.kind = kind
+
+    def offsets_ns(self, n: int, indices: Any = None) -> np.ndarray:
+        return self._offsets[np.asarray(indices, dtype=np.int64)]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+
+# --- the schedule, on the event loop ------------------------------------------------------
+
+
+class Schedule:
+    """Holds issued samples until their time, then hands them to `dispatch` as
+    (query id, dataset index, issue time) items. Runs on the loop only.
+
+    One timer at a time, for the earliest pending sample: every sample due when it fires
+    leaves in that callback, so a late wake-up catches up in one go instead of piling a
+    timer per sample onto the loop's heap."""
+
+    def __init__(self, plan: ArrivalPlan | TracePlan, loop: asyncio.AbstractEventLoop,
+                 dispatch: Callable[[list[tuple[int, int, int]]], None], path: Path | None,
+                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.plan = plan
+        self._loop = loop
+        self._dispatch = dispatch
+        self._path = path
+        self._now = clock
+        # pending samples, in due order: parallel lists (one list per column is cheaper
+        # than a tuple per sample, as in harness.child.issue_queue)
+        self._ids: list[int] = []
+        self._idx: list[int] = []
+        self._issued: list[int] = []
+        self._due: list[int] = []
+        self._pos = 0
+        self._timer: asyncio.TimerHandle | None = None
+        # what left, and when it was due: written to SCHEDULE_FILE at the end
+        self.sent_ids: list[int] = []
+        self.sent_due: list[int] = []
+        # loop.time() (time.monotonic) minus the records' clock: both CLOCK_MONOTONIC on
+        # Linux, so ~0; measured rather than assumed
+        self._skew = loop.time() - clock() / 1e9
+
+    def put(self, samples: list[Any], issued: int) -> None:
+        """An issued query (LoadGen's samples), on the loop."""
+        ids = [s.id for s in samples]
+        idx = [s.index for s in samples]
+        due = (issued + self.plan.offsets_ns(len(samples), idx)).tolist()
+        rest = slice(self._pos, None)
+        if self._pos < len(self._due):  # another query still pending: merge by due time
+            ids, idx, due = self._ids[rest] + ids, self._idx[rest] + idx, self._due[rest] + due
+            iss = self._issued[rest] + [issued] * len(samples)
+        else:
+            iss = [issued] * len(samples)
+        order = sorted(range(len(due)), key=due.__getitem__) if self.plan.by_index or self._pos < len(self._due) else None
+        if order is not None:
+            ids, idx, due, iss = ([col[i] for i in order] for col in (ids, idx, due, iss))
+        self._ids, self._idx, self._due, self._issued, self._pos = ids, idx, due, iss, 0
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._pos < len(self._due):
+            self._timer = self._loop.call_at(self._due[self._pos] / 1e9 + self._skew, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = self._now()
+        pos, end = self._pos, len(self._due)
+        due = self._due
+        stop = pos
+        while stop < end and due[stop] <= now:
+            stop += 1
+        if stop > pos:
+            self.sent_ids += self._ids[pos:stop]
+            self.sent_due += due[pos:stop]
+            self._pos = stop
+            self._dispatch(list(zip(self._ids[pos:stop], self._idx[pos:stop], self._issued[pos:stop], strict=True)))
+        self._arm()
+
+    def close(self) -> None:
+        """Stop the timer and write what left, and when it was due, to SCHEDULE_FILE."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._path is None:
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.table({"query_id": pa.array(self.sent_ids, pa.int64()),
+                          "scheduled_ns": pa.array(self.sent_due, pa.int64())})
+        tmp = self._path.with_suffix(".tmp")
+        pq.write_table(table, tmp)
+        tmp.replace(self._path)
+
