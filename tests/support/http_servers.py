@@ -65,11 +65,14 @@ class ServerThread:
     each request (a segment starting with an HTTP method) reached it: stamped in the
     connection's `data_received`, the first Python the server runs for a request, before
     aiohttp parses it. perf_counter_ns is CLOCK_MONOTONIC, one clock for every process on
-    the machine, so the stamps compare with a harness child's records directly."""
+    the machine, so the stamps compare with a harness child's records directly. `loop`: the
+    loop to serve on (a precise one, harness.child.schedule.precise_loop, for a lateness probe
+    that is not rounded up to whole milliseconds)."""
 
-    def __init__(self, app: web.Application, receive_log: list[int] | None = None) -> None:
+    def __init__(self, app: web.Application, receive_log: list[int] | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.app = app
-        self.loop = asyncio.new_event_loop()
+        self.loop = loop or asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.port = 0
         self.receive_log = receive_log
