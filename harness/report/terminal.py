@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.report import figures as fig
+from harness.report.schedule_view import schedule_table
 from harness.results.schedule import degraded_line
 
 _COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
@@ -75,6 +76,8 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         # No folder: the summary's own queue/service percentiles.
         rows = [[f"{k} {p} (ms)", fig.ms(ours[f"{k}_ms"][p])] for k in ("queue", "service") for p in ("p50", "p99")]
         console.print(rich_table("breakdown", (["stage", "harness"], rows)))
+    if isinstance(schedule, dict):
+        console.print(rich_table("arrival schedule", schedule_table(schedule)))
     tokens = summary.get("tokens")
     if isinstance(tokens, dict):
         # the figures a token run is about; --details: every key of the section

@@ -106,5 +106,10 @@ def schedule_section(run_dir: Path, rec: Records | None, config: dict[str, Any],
 def degraded_line(section: dict[str, Any]) -> str:
     """The report's one line for a degraded run."""
     lag = section["lag_ms"]
-    return (f"DEGRADED: schedule lag p99 {lag['p99']:.3g} ms > {section['lag_limit_ms']:g} ms: "
-            "a late replay, not a slow server")
+    return (f"DEGRADED: send lag p99 {_ms(lag['p99'])} ms > {_ms(section['lag_limit_ms'])} ms, "
+            "a late client, not a slow server")
+
+
+def _ms(v: float) -> str:
+    """12,345 or 1.05: never 1.23e+04 (the line must fit 80 columns)."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"

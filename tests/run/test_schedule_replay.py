@@ -132,8 +132,14 @@ def degraded_when_over_its_limit(run_dir: Path, sched: dict) -> None:
         assert summary["schedule"]["degraded"] is degraded
         console = Console(width=80, record=True, force_terminal=False)
         render(summary, console, str(run_dir))
-        lines = [line for line in console.export_text().splitlines() if "DEGRADED" in line]
+        lines = [line for line in console.export_text().splitlines() if line.startswith("  DEGRADED: send lag p99")]
         assert len(lines) == int(degraded) and all(len(line) <= 80 for line in lines), lines
+    # the HTML report shows the schedule's table and its offered vs dispatched figure
+    from harness.analysis.run_data import load_run
+    from harness.report.html import render_html
+
+    page = render_html(load_run(run_dir))
+    assert "<h2>arrival schedule</h2>" in page and 'alt="offered vs dispatched load" src="data:image/png;base64,' in page
 
 
 def test_gamma_arrivals_have_the_cv_of_their_shape(run_harness, server):
