@@ -41,8 +41,8 @@ from harness.run import runner  # noqa: E402
 IN_FLIGHT = 256  # never the limit at 2,000/s of ~1 ms requests: lag is the schedule's own
 
 
-def run_harness(url: str, rate: float, seconds: float, out: Path) -> tuple[float, float, int]:
-    """(sends/s, lag p99 ms, sends) of one harness run."""
+def run_harness(url: str, rate: float, seconds: float, out: Path) -> tuple[float, float, int, float]:
+    """(sends/s, lag p99 ms, sends, lag p50 ms) of one harness run."""
     config = RunConfig(
         name="bench-schedule", backend="http", scenario="Offline", dataset="synthetic:isl=1,osl=4,n=4096",
         backend_options={"protocol": "openai-chat", "url": url + "/v1", "max_in_flight": IN_FLIGHT,
@@ -51,10 +51,10 @@ def run_harness(url: str, rate: float, seconds: float, out: Path) -> tuple[float
         min_duration_s=seconds / 1.1,  # LoadGen's query: 1.1 x rate x min_duration samples
     )
     s = runner.run(config, out).summary["schedule"]
-    return s["achieved_per_s"], s["lag_ms"]["p99"], s["requests"]
+    return s["achieved_per_s"], s["lag_ms"]["p99"], s["requests"], s["lag_ms"]["p50"]
 
 
-async def _minimal(url: str, rate: float, seconds: float) -> tuple[float, float, int]:
+async def _minimal(url: str, rate: float, seconds: float) -> tuple[float, float, int, float]:
     """The least an asyncio client does to keep a constant schedule: a call_at per send."""
     import aiohttp
 
@@ -86,7 +86,8 @@ async def _minimal(url: str, rate: float, seconds: float) -> tuple[float, float,
         await done
         await asyncio.gather(*list(tasks))
     span = (sent[-1] - sent[0]) / 1e9
-    return (n - 1) / span, float(distribution(lags, unit=1e6)["p99"]), n
+    lag = distribution(lags, unit=1e6)
+    return (n - 1) / span, float(lag["p99"]), n, float(lag["p50"])
 
 
 def main() -> int:
@@ -99,7 +100,7 @@ def main() -> int:
     server_core = cores - 1 if cores > 1 else None
     if server_core is not None:  # both clients (the harness's child inherits it) on the first core
         os.sched_setaffinity(0, {0})
-    rows: dict[str, list[tuple[float, float, int]]] = {"harness": [], "minimal asyncio": []}
+    rows: dict[str, list[tuple[float, float, int, float]]] = {"harness": [], "minimal asyncio": []}
     with tempfile.TemporaryDirectory() as tmp, noop_server(server_core) as url:
         for r in range(args.rounds):
             # which side goes first alternates: a burst of the machine's load hits both alike
@@ -110,8 +111,8 @@ def main() -> int:
                 else:
                     fig = asyncio.run(_minimal(url, args.rate, args.seconds))
                 rows[side].append(fig)
-                print(f"round {r + 1} {side:16s} {fig[0]:8,.0f} sends/s  lag p99 {fig[1]:7.3f} ms  ({fig[2]:,} sends)",
-                      flush=True)
+                print(f"round {r + 1} {side:16s} {fig[0]:8,.0f} sends/s  lag p50 {fig[3]:6.3f} p99 {fig[1]:7.3f} ms"
+                      f"  ({fig[2]:,} sends)", flush=True)
     print(f"\nconstant schedule at {args.rate:,.0f} sends/s, {args.seconds:g} s a round, {args.rounds} rounds "
           f"(target: {args.rate:,.0f} sends/s, lag p99 <= 1 ms)")
     print(f"{'side':16s} {'sends/s median (min-max)':>28s} {'lag p99 ms median (min-max)':>30s}")
@@ -120,6 +121,7 @@ def main() -> int:
         lag = [f[1] for f in figs]
         print(f"{side:16s} {statistics.median(rate):>10,.0f} ({min(rate):,.0f}-{max(rate):,.0f})"
               f" {statistics.median(lag):>14.3f} ({min(lag):.3f}-{max(lag):.3f})")
+    print(f"load average while it ran: {os.getloadavg()[0]:.2f} (1 min) on {cores} cores")
     return 0
 
 
