@@ -37,6 +37,7 @@ import numpy as np
 #: the file of each dispatched sample's scheduled time
 SCHEDULE_FILE = "schedule.parquet"
 FD_SETSIZE = 1024  # select()'s limit on an fd's number
+CHUNK = 4096  # arrivals' due times drawn at a time
 
 
 class PreciseEpollSelector(selectors.EpollSelector):
@@ -165,6 +166,9 @@ class Schedule:
         self._issued: list[int] = []
         self._due: list[int] = []
         self._pos = 0
+        #: arrivals: LoadGen's own list of samples, unpacked as they leave (see `put`)
+        self._src: list[Any] | None = None
+        self._src_issued = 0
         self._timer: asyncio.TimerHandle | None = None
         # what left, and when it was due: written to SCHEDULE_FILE at the end
         self.sent_ids: list[int] = []
@@ -174,26 +178,50 @@ class Schedule:
         self._skew = loop.time() - clock() / 1e9
 
     def put(self, samples: list[Any], issued: int) -> None:
-        """An issued query (LoadGen's samples), on the loop."""
+        """An issued query (LoadGen's samples), on the loop. Arrivals with nothing pending
+        (an Offline run's one query) keep LoadGen's list as it is and unpack each sample
+        when it leaves: unpacking a million samples first would make the first ones late."""
+        if not self.plan.by_index and self._pos >= self._total():
+            self._src, self._src_issued = samples, issued
+            self._due, self._pos = [], 0
+            self._arm()
+            return
         ids = [s.id for s in samples]
         idx = [s.index for s in samples]
         due = (issued + self.plan.offsets_ns(len(samples), idx)).tolist()
-        rest = slice(self._pos, None)
-        if self._pos < len(self._due):  # another query still pending: merge by due time
-            ids, idx, due = self._ids[rest] + ids, self._idx[rest] + idx, self._due[rest] + due
-            iss = self._issued[rest] + [issued] * len(samples)
-        else:
-            iss = [issued] * len(samples)
-        order = sorted(range(len(due)), key=due.__getitem__) if self.plan.by_index or self._pos < len(self._due) else None
-        if order is not None:
-            ids, idx, due, iss = ([col[i] for i in order] for col in (ids, idx, due, iss))
-        self._ids, self._idx, self._due, self._issued, self._pos = ids, idx, due, iss, 0
+        old_ids, old_idx, old_due, old_iss = self._pending()
+        ids, idx, due, iss = old_ids + ids, old_idx + idx, old_due + due, old_iss + [issued] * len(samples)
+        order = sorted(range(len(due)), key=due.__getitem__)
+        self._ids, self._idx, self._due, self._issued = ([col[i] for i in order] for col in (ids, idx, due, iss))
+        self._src, self._pos = None, 0
         self._arm()
+
+    def _pending(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """The samples not yet sent, as columns."""
+        rest = slice(self._pos, None)
+        if self._src is not None:
+            self._extend(len(self._src))
+            left = self._src[rest]
+            return [s.id for s in left], [s.index for s in left], self._due[rest], [self._src_issued] * len(left)
+        return self._ids[rest], self._idx[rest], self._due[rest], self._issued[rest]
+
+    def _total(self) -> int:
+        return len(self._src) if self._src is not None else len(self._due)
+
+    def _extend(self, upto: int) -> None:
+        """Arrivals: due times drawn CHUNK positions at a time, as they are needed (1.3
+        million at once took 0.2 s, a delay every first sample would have carried)."""
+        assert self._src is not None
+        have = len(self._due)
+        if have < upto:
+            self._due += (self._src_issued + self.plan.offsets_ns(upto - have)).tolist()
 
     def _arm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._src is not None and self._pos + CHUNK // 2 > len(self._due):
+            self._extend(min(len(self._src), len(self._due) + CHUNK))
         if self._pos < len(self._due):
             self._timer = self._loop.call_at(self._due[self._pos] / 1e9 + self._skew, self._fire)
 
@@ -206,10 +234,16 @@ class Schedule:
         while stop < end and due[stop] <= now:
             stop += 1
         if stop > pos:
-            self.sent_ids += self._ids[pos:stop]
+            if self._src is not None:
+                issued = self._src_issued
+                items = [(q.id, q.index, issued) for q in self._src[pos:stop]]
+                self.sent_ids += [item[0] for item in items]
+            else:
+                items = list(zip(self._ids[pos:stop], self._idx[pos:stop], self._issued[pos:stop], strict=True))
+                self.sent_ids += self._ids[pos:stop]
             self.sent_due += due[pos:stop]
             self._pos = stop
-            self._dispatch(list(zip(self._ids[pos:stop], self._idx[pos:stop], self._issued[pos:stop], strict=True)))
+            self._dispatch(items)
         self._arm()
 
     def close(self) -> None:

@@ -98,3 +98,29 @@ def test_the_schedule_sends_every_sample_once_in_time_order_never_early(tmp_path
     by_id = {s[0]: s[1] for s in sent}
     assert {q: t for q, t in zip(table["query_id"], table["scheduled_ns"], strict=True)} == {
         q: due[j] for q, j in by_id.items()}
+
+
+def test_arrivals_keep_loadgen_order_and_a_second_query_merges_by_time(tmp_path):
+    sent: list[tuple[int, int, int, int]] = []
+    done = threading.Event()
+    plan = ArrivalPlan("constant", rate=200.0)  # one every 5 ms
+
+    with _Loop() as loop:
+        def dispatch(items: list[tuple[int, int, int]]) -> None:
+            sent.extend((*item, time.perf_counter_ns()) for item in items)
+            if len(sent) == 6:
+                done.set()
+
+        schedule = Schedule(plan, loop, dispatch, None)
+        first = [SimpleNamespace(id=i, index=10 + i) for i in range(4)]  # due at 5, 10, 15, 20 ms
+        issued = time.perf_counter_ns()
+        loop.call_soon_threadsafe(schedule.put, first, issued)
+        # a second query while the first is pending: its two samples are positions 5 and 6
+        # of the stream (25, 30 ms after its own issue), merged with what is left
+        second = [SimpleNamespace(id=100 + i, index=i) for i in range(2)]
+        loop.call_soon_threadsafe(schedule.put, second, issued)
+        assert done.wait(5)
+    assert [s[0] for s in sent] == [0, 1, 2, 3, 100, 101]
+    assert schedule.sent_due == [issued + k * 5_000_000 for k in range(1, 7)]
+    assert all(at >= due for (*_, at), due in zip(sent, schedule.sent_due, strict=True))
+    assert [s[2] for s in sent] == [issued] * 6  # each keeps LoadGen's issue time
