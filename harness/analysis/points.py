@@ -37,12 +37,18 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
     offered = lg.get("scheduled_samples_per_s") if scenario == "Server" else None
     config = folder.read_run_config(run_dir, required=False) or {}
     concurrency = config.get("concurrency")
+    # a harness-owned schedule (arrivals, a trace) also issues every sample at t0 and
+    # dispatches each later: its latencies count from dispatch, as a closed loop's do
+    schedule = summary.get("schedule") if isinstance(summary.get("schedule"), dict) else None
+    from_dispatch_run = bool(concurrency or schedule)
     goodput = tokens.get("goodput") or _e2e_goodput(run_dir, summary)
     succeeded = ours.get("succeeded") or 0
     figures = headline(run_dir)
     # of the latency from issue; with concurrency, the wait for a free slot
     queue_share = queue_mean / latency_mean if queue_mean is not None and latency_mean else None
-    if concurrency:
+    if schedule is not None:
+        offered = schedule.get("offered_per_s")
+    if from_dispatch_run:
         # A closed loop: everything is issued at t0, so latency from issue is the slot wait
         # plus the service. What a user of N concurrent clients sees counts from dispatch.
         service = ours.get("service_ms") or {}
@@ -54,7 +60,7 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
     return {
         "values": values,
         "concurrency": concurrency,
-        "latency_from": "dispatch" if concurrency else "issue",
+        "latency_from": "dispatch" if from_dispatch_run else "issue",
         "role": role,
         "status": summary["status"],
         "samples": ours.get("samples"),

@@ -107,6 +107,13 @@ def test_a_trace_is_dispatched_at_its_times_and_time_scale_halves_it(run_harness
     assert sched["lag_ms"]["p99"] == pytest.approx(float(distribution(lag)["p99"]), abs=1e-6)
 
     degraded_when_over_its_limit(run_dir, sched)
+    # as a sweep point: offered is the schedule's rate, latency counts from dispatch (LoadGen's
+    # Offline issue was the start of the whole replay)
+    from harness.analysis.points import point_entry
+
+    point = point_entry(run_dir, {"time_scale": "1"})
+    assert point["latency_from"] == "dispatch" and point["offered_per_s"] == pytest.approx(RATE, rel=1e-6)
+    assert point["metrics"]["latency_p50"] == s["harness"]["service_ms"]["p50"] < s["harness"]["latency_ms"]["p50"]
 
     log.clear()
     run_dir, fast = replay(run_harness, srv, f"trace:{path},block_size=4,time_scale=2")
