@@ -15,7 +15,7 @@ import yaml
 from harness.analysis.run_data import RunData
 from harness.report import figures as fig
 from harness.report.plots import all_plots
-from harness.report.schedule_view import schedule_plot, schedule_table
+from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_plot, schedule_table
 from harness.report.telemetry_plots import telemetry_plots
 from harness.results.token_metrics import itl_samples, read_token_entries
 
@@ -99,7 +99,8 @@ def render_html(data: RunData) -> str:
     sched = s.get("schedule")
     if isinstance(sched, dict):  # a harness-owned schedule: was it kept? (docs/traffic.md)
         figure = f'<figure><img alt="offered vs dispatched load" src="{schedule_plot(sched)}"></figure>'
-        parts.append(_section("arrival schedule", _table(schedule_table(sched)) + figure))
+        note = f'<p class="note">{_e(FROM_ISSUE_NOTE)}</p>'
+        parts.append(_section("arrival schedule", _table(schedule_table(sched)) + note + figure))
     tokens = s.get("tokens")
     if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens)):
         parts.append(_section("tokens", "".join(_table(spec) for spec in specs)))

@@ -11,6 +11,10 @@ from harness.report.plots import _png, ms_text
 
 Table = tuple[list[str], list[list[str]]]
 
+#: how to read LoadGen's figures (and ours from issue) beside a schedule: one Offline issue
+#: started the whole replay (docs/traffic.md)
+FROM_ISSUE_NOTE = "from issue (LoadGen's figures, TTFT, queue) includes the scheduled wait"
+
 
 def schedule_table(section: dict[str, Any]) -> Table:
     """Rows of figure and value: what was offered, what left when, and how late."""

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.report import figures as fig
-from harness.report.schedule_view import schedule_table
+from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_table
 from harness.results.schedule import degraded_line
 
 _COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
@@ -78,6 +78,7 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         console.print(rich_table("breakdown", (["stage", "harness"], rows)))
     if isinstance(schedule, dict):
         console.print(rich_table("arrival schedule", schedule_table(schedule)))
+        console.print(f"  [yellow]note:[/] {FROM_ISSUE_NOTE}")
     tokens = summary.get("tokens")
     if isinstance(tokens, dict):
         # the figures a token run is about; --details: every key of the section

@@ -139,8 +139,11 @@ def degraded_when_over_its_limit(run_dir: Path, sched: dict) -> None:
         assert summary["schedule"]["degraded"] is degraded
         console = Console(width=80, record=True, force_terminal=False)
         render(summary, console, str(run_dir))
-        lines = [line for line in console.export_text().splitlines() if line.startswith("  DEGRADED: send lag p99")]
+        text = console.export_text().splitlines()
+        lines = [line for line in text if line.startswith("  DEGRADED: send lag p99")]
         assert len(lines) == int(degraded) and all(len(line) <= 80 for line in lines), lines
+        # LoadGen's figures labelled: one Offline issue started the whole replay
+        assert "  note: from issue (LoadGen's figures, TTFT, queue) includes the scheduled wait" in text
     # the HTML report shows the schedule's table and its offered vs dispatched figure
     from harness.analysis.run_data import load_run
     from harness.report.html import render_html
@@ -170,3 +173,26 @@ def test_gamma_arrivals_have_the_cv_of_their_shape(run_harness, server):
     v = np.var(arrival_error_ms(run_dir, log) / 1e3)
     seen_cv = seen.std(ddof=1) / seen.mean()
     assert abs(seen_cv**2 - cv**2) <= 4 * v / gaps.mean() ** 2 + 4 * sd * 2 * cv, (seen_cv, cv, v)
+
+
+def test_a_bad_trace_row_stops_the_run_in_one_line(tmp_path: Path):
+    """Exit 2, one line naming the file and its line, before any request is timed."""
+    import subprocess
+    import sys
+
+    from harness.errors import EXIT_USAGE
+
+    path = tmp_path / "trace.jsonl"
+    path.write_text('{"timestamp": 10, "input_length": 4, "output_length": 2}\n'
+                    '{"timestamp": 5, "input_length": 4, "output_length": 2}\n')
+    out = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--backend", "http", "--scenario", "Offline",
+         "--dataset", f"trace:{path}", "--set", "url=http://127.0.0.1:9/v1", "--set", "protocol=openai-completions",
+         "--set", "check_server=false", "--output-dir", str(tmp_path / "results")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == EXIT_USAGE, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{path}:2" in lines[0] and "goes backwards" in lines[0], out.stderr
+    # no run folder: the attempt's files are kept apart, under .failed
+    assert all(".failed" in p.parts for p in (tmp_path / "results").rglob("summary.json"))
