@@ -166,33 +166,15 @@ def test_gamma_arrivals_have_the_cv_of_their_shape(run_harness, server):
     sd = math.sqrt((shape + 1) / (2 * shape**2 * len(gaps)))
     cv = gaps.std(ddof=1) / gaps.mean()
     assert abs(cv - 1 / math.sqrt(shape)) <= 4 * sd, (cv, sd)
-    # the server received that burstiness: its gaps add each request's dispatch-to-receive
-    # error, of variance v each, so CV^2 grows by about 2 v / mean gap^2 (twice that allowed)
+    # the server received that burstiness. Its gap i is the scheduled gap plus the change
+    # of each request's offset j (receive - scheduled: the lag, then the send): with v the
+    # variance of j, Var(Δj) <= 4 v and |Cov(gap, Δj)| <= sd(gap) 2 sqrt(v) (Cauchy-Schwarz),
+    # so the gaps' variance moves by at most 4 v + 4 sd(gap) sqrt(v), whatever the machine did
     received = np.sort(np.array(log))[-n:]
     seen = np.diff(received) / 1e9
-    v = np.var(arrival_error_ms(run_dir, log) / 1e3)
+    v = float(np.var((received - due) / 1e9))
     seen_cv = seen.std(ddof=1) / seen.mean()
-    assert abs(seen_cv**2 - cv**2) <= 4 * v / gaps.mean() ** 2 + 4 * sd * 2 * cv, (seen_cv, cv, v)
-
-
-def test_a_bad_trace_row_stops_the_run_in_one_line(tmp_path: Path):
-    """Exit 2, one line naming the file and its line, before any request is timed."""
-    import subprocess
-    import sys
-
-    from harness.errors import EXIT_USAGE
-
-    path = tmp_path / "trace.jsonl"
-    path.write_text('{"timestamp": 10, "input_length": 4, "output_length": 2}\n'
-                    '{"timestamp": 5, "input_length": 4, "output_length": 2}\n')
-    out = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--backend", "http", "--scenario", "Offline",
-         "--dataset", f"trace:{path}", "--set", "url=http://127.0.0.1:9/v1", "--set", "protocol=openai-completions",
-         "--set", "check_server=false", "--output-dir", str(tmp_path / "results")],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert out.returncode == EXIT_USAGE, out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"{path}:2" in lines[0] and "goes backwards" in lines[0], out.stderr
-    # no run folder: the attempt's files are kept apart, under .failed
-    assert all(".failed" in p.parts for p in (tmp_path / "results").rglob("summary.json"))
+    bound = (4 * v + 4 * gaps.std() * math.sqrt(v)) / gaps.mean() ** 2
+    # ... over a mean that moved by (j_last - j_first) / (n - 1): CV^2 scales by (mean / mean')^2
+    bound += 3 * cv**2 * abs(seen.mean() - gaps.mean()) / gaps.mean()
+    assert abs(seen_cv**2 - cv**2) <= bound, (seen_cv, cv, v)
