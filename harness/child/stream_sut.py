@@ -16,6 +16,9 @@ validator verdict ("valid") when the sample has one, the server's cached prompt 
 (usage.prompt_tokens_details.cached_tokens) when it reports them, and any figures a
 backend measured itself (a chunk with `metrics`, e.g. its KV-cache bytes).
 
+With a harness-owned schedule (`arrivals`, a trace: harness.child.schedule), an issued
+sample first waits in the `Schedule` for its time, then joins the queue; the rest is as above.
+
 Completions (and first tokens) go to an outlet. `LoadGenOutlet` coalesces those that
 finish in the same loop iteration into one `QuerySamplesComplete` (`FirstTokenComplete`)
 call, made after the iteration; a client shard's outlet (harness.child.shard) sends them
@@ -59,10 +62,12 @@ import numpy as np
 from backends.base import StreamingBackend
 from harness.child.issue_queue import IssueQueue, ItemQueue
 from harness.child.record_writer import RecordWriter
-from harness.child.schedule import Schedule
+from harness.child.schedule import ArrivalPlan, Schedule, TracePlan
 from harness.results.stats import distribution
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from harness.child.stream_setup import EventLoopThread, PreparedDataset
 
 #: how often the event loop's lag probe fires: 20 wake-ups a second cost the loop ~0.01 %
@@ -152,8 +157,8 @@ class StreamingSUT:
         crash: Callable[[BaseException], None] | None = None,
         clock: Callable[[], int] = time.perf_counter_ns,
         worker: int = 0,
-        schedule: Any = None,
-        schedule_path: Any = None,
+        schedule: ArrivalPlan | TracePlan | None = None,
+        schedule_path: Path | None = None,
     ) -> None:
         self.backend = backend
         self.dataset = dataset

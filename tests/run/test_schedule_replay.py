@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -20,6 +21,8 @@ from harness.results.records import read_records
 from harness.results.stats import distribution
 from tests.support.http_servers import ServerThread, Timing, openai_app
 
+SCHEMA = jsonschema.Draft202012Validator(
+    json.loads((Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json").read_text()))
 RATE = 200  # requests a second in the trace: one every 5 ms
 ROWS = 300
 
@@ -87,6 +90,7 @@ def test_a_trace_is_dispatched_at_its_times_and_time_scale_halves_it(run_harness
     path = trace(tmp_path / "trace.jsonl")
     run_dir, s = replay(run_harness, srv, f"trace:{path},block_size=4")
     sched = s["schedule"]
+    SCHEMA.validate(s)  # docs/summary.schema.json, its `schedule` section included
     assert s["harness"]["success_rate"] == 1.0 and sched["requests"] == ROWS and sched["kind"] == "trace:mooncake"
     assert sched["span_s"] == pytest.approx((ROWS - 1) / RATE, abs=1e-9)
     assert sched["offered_per_s"] == pytest.approx(RATE, rel=1e-6)
