@@ -34,8 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.results.folder import SCHEDULE
+
 #: the file of each dispatched sample's scheduled time
-SCHEDULE_FILE = "schedule.parquet"
+SCHEDULE_FILE = SCHEDULE
 FD_SETSIZE = 1024  # select()'s limit on an fd's number
 CHUNK = 4096  # arrivals' due times drawn at a time
 

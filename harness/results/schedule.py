@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from harness.results import folder
 from harness.results.records import Records
 from harness.results.stats import NS_PER_MS, distribution
 
-SCHEDULE_FILE = "schedule.parquet"  # the child's name for it (harness.child.schedule)
+SCHEDULE_FILE = folder.SCHEDULE
 DEFAULT_LAG_LIMIT_MS = 2.0  # run_config's default, for folders whose run.yaml predates the setting
 
 

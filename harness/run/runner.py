@@ -240,7 +240,7 @@ def _finish(run_dir: Path, rc: int | None, status: dict[str, Any], manifest: dic
             " (harness check calls it incomplete); free space or pass --output-dir DIR"
         ) from e
     # Hash what the run produced, so `harness check` can tell an edited record or summary.
-    for produced in (folder.RECORDS, folder.SUMMARY, folder.TELEMETRY, folder.CLUSTER):
+    for produced in (folder.RECORDS, folder.SUMMARY, folder.TELEMETRY, folder.CLUSTER, folder.SCHEDULE):
         if (run_dir / produced).is_file():
             manifest["sha256"][produced] = sha256_file(run_dir / produced)
     try:

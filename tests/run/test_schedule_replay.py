@@ -180,3 +180,20 @@ def test_gamma_arrivals_have_the_cv_of_their_shape(run_harness, server):
     # ... over a mean that moved by (j_last - j_first) / (n - 1): CV^2 scales by (mean / mean')^2
     bound += 3 * cv**2 * abs(seen.mean() - gaps.mean()) / gaps.mean()
     assert abs(seen_cv**2 - cv**2) <= bound, (seen_cv, cv, v)
+    schedule_is_hashed(run_dir)
+
+
+def schedule_is_hashed(run_dir: Path) -> None:
+    """`harness check` verifies schedule.parquet as it does the records: the lag is computed
+    from it, so a later scheduled time (a flattering edit) is tampering."""
+    import pyarrow as pa
+
+    from harness.analysis.check import check_run
+
+    kinds = {f.what: f.kind for f in check_run(run_dir, rebuild_dataset=False).findings}
+    assert kinds["schedule.parquet"] == "ok"
+    table = pq.read_table(run_dir / "schedule.parquet")
+    later = pa.array(table["scheduled_ns"].to_numpy() + 1000)
+    pq.write_table(table.set_column(1, "scheduled_ns", later), run_dir / "schedule.parquet")
+    kinds = {f.what: f.kind for f in check_run(run_dir, rebuild_dataset=False).findings}
+    assert kinds["schedule.parquet"] == "tampered"
