@@ -9,7 +9,7 @@ on it without parsing text:
     5  incomplete  a file is missing or empty (LoadGen's log included), the run was cut
                    short, or records are missing
     6  tampered    a recorded sha256 no longer matches (run.yaml, records.parquet, summary.json,
-                   the model file, the rebuilt dataset), or a file is damaged: not what
+                   schedule.parquet, the model file, the rebuilt dataset), or a file is damaged: not what
                    the harness or LoadGen writes (garbage, a JSON list, a bad records cell)
 
 Exit 2 stays the harness's "cannot read this at all" (not a results folder).
