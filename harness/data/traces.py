@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,9 @@ def _seconds(value: Any, where: str, what: str) -> float:
         # Azure's "2023-11-16 18:15:46.6805900": fromisoformat takes at most 6 fraction digits
         base, dot, frac = text.partition(".")
         try:
-            t = datetime.fromisoformat(base).timestamp()
+            when = datetime.fromisoformat(base)
+            # a zone-less time read as UTC: offsets between rows never cross a DST change
+            t = (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
         except ValueError:
             raise DatasetError(f"{where}: {what} {value!r} is neither seconds nor a date and time "
                                "(YYYY-MM-DD HH:MM:SS[.fff])") from None
