@@ -9,7 +9,7 @@ on it without parsing text:
     5  incomplete  a file is missing or empty (LoadGen's log included), the run was cut
                    short, or records are missing
     6  tampered    a recorded sha256 no longer matches (run.yaml, records.parquet, summary.json,
-                   the model file, the rebuilt dataset), or a file is damaged: not what
+                   schedule.parquet, the model file, the rebuilt dataset), or a file is damaged: not what
                    the harness or LoadGen writes (garbage, a JSON list, a bad records cell)
 
 Exit 2 stays the harness's "cannot read this at all" (not a results folder).
@@ -173,8 +173,9 @@ def _read(result: CheckResult, name: str, read: Any) -> Any:
 
 def _check_hashes(result: CheckResult, run_dir: Path, manifest: dict[str, Any], records: Path | None) -> None:
     recorded: dict[str, str] = manifest.get("sha256", {})
-    # telemetry.jsonl only where the run sampled telemetry (its hash is then recorded)
-    optional = [folder.TELEMETRY] if folder.TELEMETRY in recorded or (run_dir / folder.TELEMETRY).is_file() else []
+    # telemetry.jsonl and schedule.parquet only where the run made them (their hashes are then recorded)
+    optional = [name for name in (folder.TELEMETRY, folder.SCHEDULE)
+                if name in recorded or (run_dir / name).is_file()]
     for name in (folder.RUN_CONFIG, records.name if records else folder.RECORDS, folder.SUMMARY, *optional):
         if name not in recorded:
             if name != folder.RUN_CONFIG:  # folders from before the manifest held them

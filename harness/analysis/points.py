@@ -38,6 +38,8 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
     offered = lg.get("scheduled_samples_per_s") if scenario == "Server" else None
     config = folder.read_run_config(run_dir, required=False) or {}
     concurrency = config.get("concurrency")
+    # whose schedule (harness.results.schedule); a timed one's offered rate is in it too
+    schedule = summary.get("schedule") if isinstance(summary.get("schedule"), dict) else None
     goodput = tokens.get("goodput") or _e2e_goodput(run_dir, summary)
     succeeded = ours.get("succeeded") or 0
     figures = headline(run_dir)  # timed from dispatch on a schedule the harness owns
@@ -45,6 +47,8 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
     # the share of the latency from issue spent before dispatch: a queue in the client on
     # LoadGen's schedule; on the harness's own, the backlog LoadGen issued at once
     queue_share = queue_mean / latency_mean if queue_mean is not None and latency_mean else None
+    if schedule is not None and schedule.get("offered_per_s") is not None:
+        offered = schedule["offered_per_s"]  # a timed schedule's offered rate (harness.results.schedule_lag)
     if from_dispatch:
         service = ours.get("service_ms") or {}
         latency_mean = service.get("mean") if service else latency_mean

@@ -267,6 +267,10 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
         from harness.child.sessions import session_settings
 
         session_settings(settings, dataset)
+    rows = getattr(getattr(dataset, "source", None), "arrival_s", None)
+    if rows is not None:  # a trace replays each row once, at its time: the query is its rows
+        settings.min_query_count = settings.max_query_count = len(rows)
+        settings.min_duration_ms = 0
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(run_dir)
     log_settings.log_output.copy_summary_to_stdout = False

@@ -18,6 +18,7 @@ import numpy as np
 
 from backends.base import Chunk, ResponseFormat, StreamingBackend
 from harness.child.record_writer import RecordWriter
+from harness.child.schedule import SCHEDULE_FILE, ArrivalPlan, TracePlan, precise_loop
 from harness.child.stream_sut import LoadGenOutlet, StreamingSUT
 from harness.config.run_config import RunConfig
 from harness.data.datasets import Dataset
@@ -50,10 +51,11 @@ class PreparedDataset(Dataset):
 
 
 class EventLoopThread:
-    """An asyncio loop running forever in a daemon thread, until `close`."""
+    """An asyncio loop running forever in a daemon thread, until `close`. `precise`: timers
+    fire on time, not up to 1 ms late (harness.child.schedule.PreciseEpollSelector)."""
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+    def __init__(self, precise: bool = False) -> None:
+        self.loop = precise_loop() if precise else asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="event-loop", daemon=True)
         self._thread.start()
 
@@ -103,6 +105,10 @@ class StreamingFactory:
         if held is not None:
             kw["sessions"] = held
             max_in_flight = held.users  # one turn in flight a session at most
+        plan = schedule_plan(self.config, self.dataset)
+        if plan is not None and "schedule_path" not in kw:
+            run_dir = getattr(records, "run_dir", None)
+            kw["schedule_path"] = run_dir / SCHEDULE_FILE if run_dir is not None else None
         return StreamingSUT(
             self.backend,
             self.dataset,
@@ -114,6 +120,7 @@ class StreamingFactory:
             return_outputs=return_outputs,
             max_in_flight=max_in_flight or in_flight_limit(self.config.concurrency, self.backend.max_in_flight),
             crash=crash,
+            schedule=plan,
             **kw,
         )
 
@@ -131,6 +138,14 @@ def session_hold(config: RunConfig, backend: StreamingBackend, dataset: Dataset,
     return SessionHold(source, backend.chat_request, loop, time.perf_counter_ns, users=s.users,
                        think_time=s.think_time_s, header=s.affinity_header, salt=s.salt, seed=config.seed,
                        carry_reasoning=s.carry_reasoning)
+
+
+def schedule_plan(config: RunConfig, dataset: Dataset) -> ArrivalPlan | TracePlan | None:
+    """The run's harness-owned schedule: a trace's timestamps, or its `arrivals`; None: none."""
+    offsets = getattr(getattr(dataset, "source", dataset), "arrival_s", None)
+    if offsets is not None:
+        return TracePlan(offsets, getattr(dataset, "name", "trace"))
+    return ArrivalPlan.from_config(config.arrivals) if config.arrivals is not None else None
 
 
 def first_token_calls(config: RunConfig) -> bool:
@@ -164,7 +179,8 @@ def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int,
     source = build_source(config, backend)
     # A session's turns are built at dispatch, from the answers before them (harness.child.sessions).
     dataset = PreparedDataset(source, _as_is if _is_sessions(source) else backend.prepare)
-    runner = EventLoopThread()
+    # a schedule's timers must fire on time; other runs keep asyncio's own selector
+    runner = EventLoopThread(precise=schedule_plan(config, dataset) is not None)
     t0 = time.perf_counter()
     warm = backend.options.warmup_requests
     if warm and _is_sessions(source):

@@ -16,6 +16,9 @@ validator verdict ("valid") when the sample has one, the server's cached prompt 
 (usage.prompt_tokens_details.cached_tokens) when it reports them, and any figures a
 backend measured itself (a chunk with `metrics`, e.g. its KV-cache bytes).
 
+With a harness-owned schedule (`arrivals`, a trace: harness.child.schedule), an issued
+sample first waits in the `Schedule` for its time, then joins the queue; the rest is as above.
+
 Completions (and first tokens) go to an outlet. `LoadGenOutlet` coalesces those that
 finish in the same loop iteration into one `QuerySamplesComplete` (`FirstTokenComplete`)
 call, made after the iteration; a client shard's outlet (harness.child.shard) sends them
@@ -68,9 +71,12 @@ import numpy as np
 from backends.base import StreamingBackend
 from harness.child.issue_queue import IssueQueue, ItemQueue
 from harness.child.record_writer import RecordWriter
+from harness.child.schedule import ArrivalPlan, Schedule, TracePlan
 from harness.results.stats import distribution
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from harness.child.stream_setup import EventLoopThread, PreparedDataset
 
 #: how often the event loop's lag probe fires: 20 wake-ups a second cost the loop ~0.01 %
@@ -161,6 +167,8 @@ class StreamingSUT:
         clock: Callable[[], int] = time.perf_counter_ns,
         worker: int = 0,
         sessions: Any = None,
+        schedule: ArrivalPlan | TracePlan | None = None,
+        schedule_path: Path | None = None,
     ) -> None:
         self.backend = backend
         self.dataset = dataset
@@ -201,6 +209,12 @@ class StreamingSUT:
             sessions.wake = self._start_workers
         self._probing = True
         self._lags: list[tuple[float, float]] = []  # (the loop's clock, seconds late), one a LAG_PERIOD_S
+        #: a harness-owned arrival schedule (`schedule`: an ArrivalPlan or TracePlan): each
+        #: issued sample waits there for its time, then joins the queue (harness.child.schedule)
+        self.schedule: Schedule | None = None
+        if schedule is not None:
+            self.schedule = Schedule(schedule, self._loop, self._scheduled, schedule_path, clock)
+            self._queue = ItemQueue()
 
     # --- LoadGen side (its thread) -----------------------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
@@ -226,6 +240,8 @@ class StreamingSUT:
         self._probing = False
         self.runner.run(self._shutdown())
         self.runner.close()
+        if self.schedule is not None:
+            self.schedule.close()
         if self.crashed is not None:
             # No crash handler ended the process: LoadGen ran to its end on unserved
             # completions. The records so far are kept, and the run ends as the bug.
@@ -260,7 +276,15 @@ class StreamingSUT:
 
     # --- the loop ----------------------------------------------------------------------
     def _enqueue(self, samples: list[Any], issued: int) -> None:
+        if self.schedule is not None:
+            self.schedule.put(samples, issued)
+            return
         self._queue.put(samples, issued)
+        self._start_workers()
+
+    def _scheduled(self, items: list[tuple[int, int, int]]) -> None:
+        """Samples whose scheduled time has come, from the schedule's timer."""
+        self._queue.extend(items)
         self._start_workers()
 
     def _start_workers(self) -> None:

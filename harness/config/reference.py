@@ -50,12 +50,17 @@ def _type(annotation: object) -> str:
 def reference_markdown() -> str:
     rows = []
     for name, field in RunConfig.model_fields.items():
-        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
-            # a section (telemetry): one row per key, as `--set section.key=V` reaches it
-            rows.append(f"| `{name}` | section | | | {field.description or ''} |")
-            for sub, subfield in field.annotation.model_fields.items():
+        # a section (telemetry), or one that may be left unset (arrivals: `Arrivals | None`)
+        section = next((a for a in (field.annotation, *getattr(field.annotation, "__args__", ()))
+                        if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if section is not None:
+            # one row per key, as `--set section.key=V` reaches it
+            optional = "" if section is field.annotation else " (unset: none)"
+            rows.append(f"| `{name}` | section{optional} | | | {field.description or ''} |")
+            for sub, subfield in section.model_fields.items():
                 default = subfield.default if subfield.default_factory is None else subfield.default_factory()
-                rows.append(f"| `{name}.{sub}` | {_type(subfield.annotation)} | `{default!r}` | | {subfield.description or ''} |")
+                shown = "required" if subfield.is_required() else f"`{default!r}`"
+                rows.append(f"| `{name}.{sub}` | {_type(subfield.annotation)} | {shown} | | {subfield.description or ''} |")
             continue
         default = field.default if field.default_factory is None else field.default_factory()
         lg_field = _DIRECT.get(name, ("", None))[0]

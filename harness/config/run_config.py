@@ -200,6 +200,37 @@ class Sessions(BaseModel):
         return self
 
 
+#: dataset specs whose rows carry their own arrival times (harness.data.traces)
+TRACE_PREFIX = "trace:"
+
+
+class Arrivals(BaseModel):
+    """A harness-owned open-loop schedule (docs/traffic.md). LoadGen's own Server scenario
+    stays Poisson; this runs in Offline underneath: LoadGen issues every sample at once and
+    the harness dispatches sample k (in LoadGen's issue order) at its scheduled time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["poisson", "gamma", "constant"] = Field(
+        "poisson", description="inter-arrival gaps: poisson (exponential), gamma (with shape: CV = 1/sqrt(shape), "
+        "below 1 burstier than Poisson, as vLLM's --burstiness), constant (evenly spaced)"
+    )
+    rate: float = Field(gt=0, le=1e6, description="requests a second (after the ramp, if any)")
+    shape: float | None = Field(None, gt=0, le=1e6, description="gamma only: the gamma shape")
+    seed: int = Field(0, ge=0, lt=2**32, description="seed of the gaps")
+    ramp_from: float | None = Field(None, ge=0, le=1e6, description="a linear ramp: the rate at the start, "
+                                    "reaching `rate` after ramp_s")
+    ramp_s: float = Field(0.0, ge=0, le=MAX_DURATION_S, description="the ramp's length in seconds")
+
+    @model_validator(mode="after")
+    def _parameters(self) -> Arrivals:
+        if (self.kind == "gamma") != (self.shape is not None):
+            raise ValueError("arrivals.shape is the gamma shape: set it with kind gamma, and only then")
+        if (self.ramp_from is not None) != (self.ramp_s > 0):
+            raise ValueError("a ramp needs both arrivals.ramp_from (the starting rate) and arrivals.ramp_s > 0")
+        return self
+
+
 class RunConfig(BaseModel):
     """One LoadGen test. Units are in the key names."""
 
@@ -244,6 +275,16 @@ class RunConfig(BaseModel):
         None,
         description="SingleStream/MultiStream: serve each query inside LoadGen's issue callback, on its thread, "
         "with no hand-off to a worker thread (tensor backends; default: on in SingleStream with one worker)",
+    )
+    arrivals: Arrivals | None = Field(
+        None, description="open-loop timed arrivals owned by the harness (kind poisson, gamma or constant, rate, "
+        "seed, ramp): runs in Offline, LoadGen issuing every sample at once and the harness dispatching each at its "
+        "time; LoadGen's own Server scenario stays Poisson (docs/traffic.md)",
+    )
+    schedule_lag_limit_ms: float = Field(
+        2.0, gt=0, le=MAX_LATENCY_MS,
+        description="arrivals or a trace: the run is called degraded when dispatch - scheduled time has its p99 "
+        "above this (default 2 ms: LoadGen's own Server issue measured p99 1.1-1.9 ms on a 2-core VM)",
     )
     enable_trace: bool = Field(False, description="write LoadGen's mlperf_log_trace.json (costly at high QPS)")
 
@@ -336,6 +377,22 @@ class RunConfig(BaseModel):
             data = {**data, "use_token_latencies": True}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _schedule_sizes_the_query(cls, data: Any) -> Any:
+        """Arrivals at `rate`: the Offline query holds 1.1 x rate x min_duration samples, so
+        the schedule spans 1.1 x min_duration (no sizing pilot: the rate is known). A trace
+        holds its rows, once each: no minimum duration."""
+        if not isinstance(data, dict):
+            return data
+        arrivals = data.get("arrivals")
+        rate = arrivals.get("rate") if isinstance(arrivals, dict) else getattr(arrivals, "rate", None)
+        if rate is not None and data.get("offline_expected_qps") is None:
+            data = {**data, "offline_expected_qps": rate}
+        if str(data.get("dataset", "")).startswith(TRACE_PREFIX) and data.get("min_duration_s") is None:
+            data = {**data, "min_duration_s": 0}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
         if self.benchmark in _CHECKER_NAMES:
@@ -367,6 +424,8 @@ class RunConfig(BaseModel):
                 f"concurrency holds N requests in flight in a closed loop, which needs LoadGen to issue every sample "
                 f"at once: use scenario Offline (in {self.scenario} the arrivals are LoadGen's; max_in_flight caps them)"
             )
+        if self.arrivals or self.dataset.startswith(TRACE_PREFIX):
+            self._check_schedule()
         if self.concurrency and self.workers and self.workers != self.concurrency:
             raise ValueError(f"concurrency {self.concurrency} sets the workers of a tensor backend; drop workers={self.workers}")
         if self.distribute.shards and self.issue_inline:
@@ -403,6 +462,28 @@ class RunConfig(BaseModel):
             if not 0 < value <= MAX_LATENCY_MS:
                 raise ValueError(f"slo.{key}: must be a positive number of milliseconds (got {value!r})")
         return self
+
+    def _check_schedule(self) -> None:
+        """Arrivals and traces hold samples back inside one Offline query: only there, alone."""
+        what = "arrivals" if self.arrivals else f"a trace dataset ({self.dataset.split(',')[0]})"
+        if self.arrivals and self.dataset.startswith(TRACE_PREFIX):
+            raise ValueError("a trace dataset brings its own arrival times: drop arrivals, or use another dataset")
+        if self.arrivals and is_session_spec(self.dataset):
+            raise ValueError("a session's turns wait for the previous answer and a think time (sessions.think_time_s), "
+                             "not for arrival times: drop arrivals")
+        if self.scenario != "Offline":
+            raise ValueError(f"{what} is a harness-owned schedule inside one Offline query (LoadGen's Server is "
+                             f"Poisson only): use scenario Offline, not {self.scenario}")
+        if self.concurrency:
+            raise ValueError(f"{what} is an open loop; concurrency a closed one: set one of them")
+        if self.distribute.shards or self.distribute.enabled:
+            raise ValueError(f"{what} is dispatched from the test process's one event loop: drop distribute")
+        if self.dataset.startswith(TRACE_PREFIX):
+            for key in ("min_query_count", "max_query_count", "offline_expected_qps", "performance_sample_count"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"a trace replays each of its rows once, which sets the query's size: drop {key}")
+            if self.min_duration_s:
+                raise ValueError("a trace replays each of its rows once, for as long as it lasts: drop min_duration_s")
 
     def to_yaml(self) -> str:
         data = self.model_dump(mode="json")

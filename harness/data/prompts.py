@@ -17,6 +17,10 @@ Specs, as given to `--dataset`:
                                      turn of each conversation is the prompt, the first
                                      model turn the expected output, and its length (in the
                                      model's tokens when a tokenizer is known) the max_tokens
+    trace:PATH[,format=F,time_scale=X,start_s=S,end_s=E,max_idle_s=I,block_size=B]
+                                     a timestamped trace (Mooncake JSONL, Azure or BurstGPT
+                                     CSV): synthetic prompts of each row's lengths, sent at
+                                     its times (harness.data.traces, docs/traffic.md)
     synthetic[:isl=128,osl=64,n=256,seed=0,prefix_groups=N,prefix_len=L]
                                      seeded random prompts of `isl` input tokens, each
                                      asking for `osl` output tokens (sent as max_tokens)
@@ -339,6 +343,10 @@ def build_prompt_dataset(spec: str, seed: int, count_tokens: TokenCounter | None
     parsed = parse_dataset_spec(spec)
     if parsed.kind == "mlperf" and parsed.path is not None:
         return load_mlperf(parsed.params["set"], parsed.path)
+    if parsed.kind == "trace" and parsed.path is not None:
+        from harness.data.traces import load_trace  # it builds on Prompt, PromptDataset
+
+        return load_trace(spec, parsed.path, parsed.params, seed, count_tokens)
     if parsed.kind == "sharegpt" and parsed.path is not None:  # a path kind: it always has one
         return load_sharegpt(spec, parsed.path, parsed.params, seed, count_tokens)
     if parsed.kind in ("jsonl", "npy") and parsed.path is not None:

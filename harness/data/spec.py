@@ -8,6 +8,8 @@
     sharegpt:PATH[,n=N,seed=S,validator=KIND]  ShareGPT conversations
     chat-sessions:PATH, sharegpt-sessions:PATH[,n=N,seed=S], synthetic-sessions[:KEY=VALUE,...]
                                                multi-turn sessions (harness.data.sessions)
+    trace:PATH[,format=F,time_scale=X,...]     a timestamped request trace (Mooncake, Azure,
+                                               BurstGPT), replayed at its times (harness.data.traces)
     mlperf:SET:PATH                            MLPerf's processed LLM file, as shipped, with
                                                its references (SET: llama3.1-8b, llama2-70b,
                                                deepseek-r1, gpt-oss; harness.data.mlperf_llm)
@@ -27,7 +29,9 @@ from harness.errors import DatasetError
 
 #: kinds whose first item is a path, with the parameters that may follow it
 PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator",), "sharegpt": ("n", "seed", "validator"),
-                                          "chat-sessions": (), "sharegpt-sessions": ("n", "seed")}
+                                          "chat-sessions": (), "sharegpt-sessions": ("n", "seed"),
+                                          "trace": ("format", "time_scale", "start_s", "end_s", "max_idle_s",
+                                                    "block_size", "seed")}
 #: MLPerf's LLM sets (harness.data.mlperf_llm.READERS, less its generic jsonl)
 MLPERF_SETS = ("llama3.1-8b", "llama2-70b", "deepseek-r1", "gpt-oss")
 #: kinds named by a word alone; anything else bare that looks like a path is one

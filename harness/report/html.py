@@ -15,6 +15,7 @@ import yaml
 from harness.analysis.run_data import RunData
 from harness.report import figures as fig
 from harness.report.plots import all_plots
+from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_plot, schedule_table, timed
 from harness.report.telemetry_plots import telemetry_plots
 from harness.results.token_metrics import itl_samples, read_token_entries
 from harness.results.schedule import timed_from_dispatch
@@ -96,6 +97,11 @@ def render_html(data: RunData) -> str:
     if r["target_per_s"] is not None:
         notes = "".join(f'<p class="note">{_e(n)}</p>' for n in r["notes"])
         parts.append(_section("achieved vs target rate", _table(fig.rate_table(r)) + notes))
+    sched = s.get("schedule")
+    if timed(sched):  # a timed harness-owned schedule: was it kept? (docs/traffic.md)
+        figure = f'<figure><img alt="offered vs dispatched load" src="{schedule_plot(sched)}"></figure>'
+        note = f'<p class="note">{_e(FROM_ISSUE_NOTE)}</p>'
+        parts.append(_section("arrival schedule", _table(schedule_table(sched)) + note + figure))
     tokens = s.get("tokens")
     if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens, timed_from_dispatch(s))):
         parts.append(_section("tokens", "".join(_table(spec) for spec in specs)))

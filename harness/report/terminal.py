@@ -14,6 +14,8 @@ from rich.table import Table
 
 from harness.report import figures as fig
 from harness.results.schedule import timed_from_dispatch
+from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_table, timed
+from harness.results.schedule_lag import degraded_line
 
 _COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
 
@@ -44,6 +46,9 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         if line.startswith("success"):
             style = "green" if ours.get("success_rate") == 1 else "red"
         console.print(f"  [{style}]{line}[/]" if style else f"  {line}", highlight=False)
+    schedule = summary.get("schedule")
+    if isinstance(schedule, dict) and schedule.get("degraded"):  # before any latency is read as the server's
+        console.print(f"  [bold yellow]{degraded_line(schedule)}[/]", highlight=False)
     sizing = (data.manifest or {}).get("sizing") if data is not None else None
     key = next((k for k in sizing or {} if k.endswith(("_qps", "_latency_ms"))), None)
     if isinstance(sizing, dict) and key and isinstance(sizing.get("measured"), (int, float)):
@@ -75,6 +80,9 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
         rows = [[f"{queue if k == 'queue' else k} {p} (ms)", fig.ms(ours[f"{k}_ms"][p])]
                 for k in ("queue", "service") for p in ("p50", "p99")]
         console.print(rich_table("breakdown", (["stage", "harness"], rows)))
+    if timed(schedule):
+        console.print(rich_table("arrival schedule", schedule_table(schedule)))
+        console.print(f"  [yellow]note:[/] {FROM_ISSUE_NOTE}")
     tokens = summary.get("tokens")
     if isinstance(tokens, dict):
         # the figures a token run is about; --details: every key of the section

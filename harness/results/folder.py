@@ -45,6 +45,7 @@ LEGACY_RECORDS = "records.csv"  # the records of folders written before records.
 PARTIAL_RECORDS = "records.partial"
 TOKENS = "tokens.jsonl"
 STAGES = "stages.jsonl"
+SCHEDULE = "schedule.parquet"  # harness.child.schedule: each request's scheduled time (arrivals, a trace)
 TELEMETRY = "telemetry.jsonl"  # harness.run.telemetry: server, host and GPU samples taken beside the test
 CLUSTER = "cluster.json"  # harness.child: the cluster, where each replica or client shard ran, their clocks
 EXPECTED_CLUSTER = "expected_cluster.json"  # harness rerun: the original's cluster shape (harness.results.cluster)

@@ -31,11 +31,18 @@ def harness_schedule(config: dict[str, Any]) -> str | None:
     """The harness's own schedule of this run (run.yaml's config), in words, or None when
     LoadGen's issue times are the schedule.
 
-    A closed loop (`concurrency: N`), and multi-turn sessions (each turn held until the
+    A closed loop (`concurrency: N`), timed arrivals and trace replay (each sample held until
+    its time, harness.child.schedule), and multi-turn sessions (each turn held until the
     previous one answered, harness.child.sessions). Other schedules the harness owns join
     here with a branch each, returning their words; every figure that depends on the
     answer follows."""
     dataset = config.get("dataset")
+    arrivals = config.get("arrivals")
+    if isinstance(arrivals, dict) and arrivals.get("kind"):
+        rate = arrivals.get("rate")
+        return f"{arrivals['kind']} arrivals" + (f" at {rate:g}/s" if isinstance(rate, (int, float)) else "")
+    if isinstance(dataset, str) and dataset.startswith("trace:"):
+        return "trace replay"
     if isinstance(dataset, str) and is_session_spec(dataset):
         users = (config.get("sessions") or {}).get("users", 1)
         return f"sessions, {users} user{'s' if users != 1 else ''} at once"
@@ -46,7 +53,8 @@ def harness_schedule(config: dict[str, Any]) -> str | None:
 
 
 def schedule_section(config: dict[str, Any]) -> dict[str, Any]:
-    """summary.json's `schedule`: who owns it, in words, and where the headline is timed from."""
+    """summary.json's `schedule`: who owns it, in words, and where the headline is timed from
+    (a timed schedule's lag joins it: harness.results.schedule_lag)."""
     kind = harness_schedule(config)
     if kind is None:
         return {"owner": "loadgen", "kind": None, "timed_from": FROM_ISSUE}

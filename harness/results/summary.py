@@ -27,6 +27,7 @@ from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
 from harness.results.schedule import schedule_section
+from harness.results.schedule_lag import lag_section
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.sessions import session_summary
 from harness.results.token_metrics import read_token_entries, token_summary
@@ -398,6 +399,16 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "dataset": child.get("dataset"),
     }
     summary["sessions"] = session_summary(rec, token_entries)
+    # a timed schedule (arrivals, a trace): was it kept? (harness.results.schedule_lag)
+    lag = lag_section(run_dir, rec, config, child)
+    if lag is not None:
+        summary["schedule"].update(lag)
+    if lag is not None and lag["degraded"]:
+        summary["validity"]["reasons"].append(
+            f"requests left late for their schedule: lag p99 {lag['lag_ms']['p99']:.3g} ms, above "
+            f"schedule_lag_limit_ms {lag['lag_limit_ms']:g}; the latencies describe a late replay")
+        summary["validity"]["fixes"].append(
+            "offer less load, or give the client more CPU (a quieter machine, fewer in-flight streams)")
     cluster = folder.read_json(run_dir, folder.CLUSTER)
     summary["replicas"] = replica_summary(rec, cluster)
     summary["client_shards"] = shard_summary(rec, cluster, child)

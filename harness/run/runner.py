@@ -56,6 +56,9 @@ def resolve(config: RunConfig) -> RunConfig:
     if config.concurrency and backend_cls.kind == "tensor" and (config.max_batch or 1) > 1:
         raise ConfigError(f"concurrency {config.concurrency} keeps that many single requests in flight; "
                           f"max_batch {config.max_batch} would batch them: drop max_batch")
+    if (config.arrivals or config.dataset.startswith("trace:")) and backend_cls.kind == "tensor":
+        raise ConfigError(f"arrivals and traces are dispatched by the event-loop SUT; backend {config.backend!r} is a "
+                          "tensor backend: use an HTTP or generative backend (http, pytorch-llm)")
     if config.distribute.enabled or config.distribute.shards:
         _check_distribute(config, backend_cls.kind)
     updates: dict[str, Any] = {}
@@ -237,7 +240,7 @@ def _finish(run_dir: Path, rc: int | None, status: dict[str, Any], manifest: dic
             " (harness check calls it incomplete); free space or pass --output-dir DIR"
         ) from e
     # Hash what the run produced, so `harness check` can tell an edited record or summary.
-    for produced in (folder.RECORDS, folder.SUMMARY, folder.TELEMETRY, folder.CLUSTER):
+    for produced in (folder.RECORDS, folder.SUMMARY, folder.TELEMETRY, folder.CLUSTER, folder.SCHEDULE):
         if (run_dir / produced).is_file():
             manifest["sha256"][produced] = sha256_file(run_dir / produced)
     try:

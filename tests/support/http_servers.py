@@ -71,13 +71,24 @@ class Timing:
 
 
 class ServerThread:
-    """An aiohttp app served on 127.0.0.1 (a free port) by a loop in a daemon thread."""
+    """An aiohttp app served on 127.0.0.1 (a free port) by a loop in a daemon thread.
 
-    def __init__(self, app: web.Application) -> None:
+    With `receive_log`, the server appends the perf_counter_ns at which the first bytes of
+    each request (a segment starting with an HTTP method) reached it: stamped in the
+    connection's `data_received`, the first Python the server runs for a request, before
+    aiohttp parses it. perf_counter_ns is CLOCK_MONOTONIC, one clock for every process on
+    the machine, so the stamps compare with a harness child's records directly. `loop`: the
+    loop to serve on (a precise one, harness.child.schedule.precise_loop, for a lateness probe
+    that is not rounded up to whole milliseconds)."""
+
+    def __init__(self, app: web.Application, receive_log: list[int] | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.app = app
-        self.loop = asyncio.new_event_loop()
+        self.loop = loop or asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.port = 0
+        self.receive_log = receive_log
+        self._raw: asyncio.AbstractServer | None = None
 
     def __enter__(self) -> ServerThread:
         self._thread.start()
@@ -87,11 +98,34 @@ class ServerThread:
     async def _start(self) -> int:
         self._runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
+        if self.receive_log is not None:
+            return await self._start_stamped(self.receive_log)
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
+    async def _start_stamped(self, log: list[int]) -> int:
+        server = self._runner.server
+        assert server is not None
+        methods = (b"POST ", b"GET ")
+
+        from aiohttp.web_protocol import RequestHandler
+
+        class Stamped(RequestHandler):  # slotted: the override is a subclass, not an attribute
+            def data_received(self, data: bytes) -> None:
+                if data.startswith(methods):  # a request's first segment: its headers lead it
+                    log.append(time.perf_counter_ns())
+                super().data_received(data)
+
+        def protocol() -> Any:
+            return Stamped(server, loop=self.loop, **server._kwargs)
+
+        self._raw = await self.loop.create_server(protocol, "127.0.0.1", 0)
+        return self._raw.sockets[0].getsockname()[1]
+
     def __exit__(self, *exc: Any) -> None:
+        if self._raw is not None:
+            self._raw.close()
         asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
