@@ -89,7 +89,8 @@ def test_a_trace_is_dispatched_at_its_times_and_time_scale_halves_it(run_harness
     run_dir, s = replay(run_harness, srv, f"trace:{path},block_size=4")
     sched = s["schedule"]
     SCHEMA.validate(s)  # docs/summary.schema.json, its `schedule` section included
-    assert s["harness"]["success_rate"] == 1.0 and sched["requests"] == ROWS and sched["kind"] == "trace:mooncake"
+    assert s["harness"]["success_rate"] == 1.0 and sched["requests"] == ROWS
+    assert (sched["source"], sched["kind"], sched["timed_from"]) == ("trace:mooncake", "trace replay", "dispatch")
     assert sched["span_s"] == pytest.approx((ROWS - 1) / RATE, abs=1e-9)
     assert sched["offered_per_s"] == pytest.approx(RATE, rel=1e-6)
     # each row was scheduled at issue + its own timestamp, whatever order LoadGen issued it in
@@ -161,7 +162,7 @@ def test_gamma_arrivals_have_the_cv_of_their_shape(run_harness, server):
                         arrivals={"kind": "gamma", "rate": rate, "shape": shape, "seed": 5}, min_duration_s=2)
     sched = s["schedule"]
     n = sched["requests"]
-    assert n == 880 and sched["kind"] == "gamma"  # LoadGen's Offline query: 1.1 x 400/s x 2 s
+    assert n == 880 and sched["source"] == "gamma" and sched["kind"] == "gamma arrivals at 400/s"  # LoadGen's Offline query: 1.1 x 400/s x 2 s
     due = np.sort(pq.read_table(run_dir / "schedule.parquet")["scheduled_ns"].to_numpy())
     gaps = np.diff(due) / 1e9
     # Var(CV) ~ (k + 1) / (2 k^2 n) for gamma(k) gaps (tests/child/test_schedule.py); four sd
