@@ -26,7 +26,11 @@ def rich_table(title: str, spec: fig.Table, keep: int = 1) -> Table:
     header, rows = spec
     table = Table(title=title, title_justify="left", title_style="bold", header_style="dim", box=None, pad_edge=False)
     for i, (h, right) in enumerate(zip(header, fig.numeric_columns(spec))):
-        table.add_column(h, justify="right" if right else "left", no_wrap=i < keep)
+        # a column wraps between words, never inside one ("INVALID" is not cut to "INVALI…"):
+        # its narrowest is its longest word, up to 16 (a path may still wrap or be cut)
+        words = [w for cell in (h, *(r[i] for r in rows if i < len(r))) for w in str(cell).split()]
+        table.add_column(h, justify="right" if right else "left", no_wrap=i < keep,
+                         min_width=min(16, max((len(w) for w in words), default=1)))
     for row in rows:
         table.add_row(*row)
     return table
