@@ -13,6 +13,12 @@ Turn k's request is built when it is sent (`request`), from the session's turns 
 as the server answered them: the user messages and the server's answer texts (the answers in
 a dataset file are never sent). A turn that fails ends its session: the later turns are
 not sent, and complete to LoadGen as failed with a reason naming the turn that failed.
+
+The agent step is a mocked tool: when an answer carries tool calls, the next turn waits the
+tool's delay instead of the think time, and its history carries, after that answer (with
+its `tool_calls`), one `tool` message per call holding the fixed `tool_result`, then the
+next user message. The delay drawn is kept in tokens.jsonl on the answer's turn
+(`tool_delay_ms`), so the summary can check the gap against it.
 """
 
 from __future__ import annotations
@@ -28,8 +34,8 @@ import numpy as np
 
 from harness.data.sessions import SessionDataset, think_time_sampler
 
-# think-time draws, apart from the dataset's streams
-_THINK_STREAM = 60_013
+# think-time and tool-delay draws, apart from the dataset's streams and from each other
+_THINK_STREAM, _TOOL_STREAM = 60_013, 60_017
 
 #: the reason of a turn not sent because an earlier one of its session failed
 NOT_SENT = "session_failed"
@@ -53,13 +59,16 @@ class SessionHold:
     def __init__(self, dataset: SessionDataset, build: Callable[[list[dict[str, Any]], int | None, dict[str, str]], Any],
                  loop: asyncio.AbstractEventLoop, clock: Callable[[], int], *, users: int, think_time: str,
                  header: str | None, salt: bool, seed: int,
-                 carry_reasoning: bool = False) -> None:
+                 carry_reasoning: bool = False, tool_delay: str = "0", tool_result: str = '{"ok": true}') -> None:
         self.data = dataset
         self._build = build
         self._loop = loop
         self._now = clock
         self.users = users
         self._think = think_time_sampler(think_time)
+        self._tool_delay = think_time_sampler(tool_delay, "tool_delay_s")
+        self._tool_result = tool_result
+        self._tool_waits: dict[int, int] = {}  # index -> the tool's delay (ns) after its answer, until tagged
         self._header = header
         self._seed = seed
         self._carry_reasoning = carry_reasoning
@@ -67,7 +76,9 @@ class SessionHold:
                       for s in dataset.sessions]
         n = len(dataset.sessions)
         self._issued: dict[int, tuple[int, int, int]] = {}  # index -> (query id, index, issue time), not yet sent
-        self._answers: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        # per session, per answered turn: the messages that follow its user message (the
+        # answer, then a tool message per tool call)
+        self._answers: list[list[list[dict[str, Any]]]] = [[] for _ in range(n)]
         self._next = [0] * n  # the next turn to send
         self._ready_at = [0] * n  # perf_counter_ns the next turn may go, once issued
         self._busy = [False] * n  # a turn in flight
@@ -144,7 +155,7 @@ class SessionHold:
                 content = "\n\n".join([*lead, content])
             messages.append({"role": "user", "content": content})
             if k < ref.turn:
-                messages.append(self._answers[ref.session][k])
+                messages.extend(self._answers[ref.session][k])
         headers = {self._header: sess.id} if self._header else {}
         return self._build(messages, sess.turns[ref.turn].max_tokens, headers), ""
 
@@ -164,13 +175,20 @@ class SessionHold:
             self._failing.extend(late)
             self._end(s)
             return
-        self._answers[s].append(assistant_message(text, reasoning if self._carry_reasoning else "", tool_calls))
+        answer = assistant_message(text, reasoning if self._carry_reasoning else "", tool_calls)
         self._next[s] += 1
         if self._next[s] == len(self.data.sessions[s].turns):
+            self._answers[s].append([answer])
             self._end(s)
             return
-        rng = np.random.default_rng([self._seed, _THINK_STREAM, s, ref.turn])
-        self._ready_at[s] = at + int(self._think(rng) * 1e9)
+        if tool_calls:  # the mocked tool runs each call; its results go back before the next user message
+            wait = int(self._tool_delay(np.random.default_rng([self._seed, _TOOL_STREAM, s, ref.turn])) * 1e9)
+            self._tool_waits[index] = wait
+            self._answers[s].append([answer, *tool_messages(answer["tool_calls"], self._tool_result)])
+        else:
+            wait = int(self._think(np.random.default_rng([self._seed, _THINK_STREAM, s, ref.turn])) * 1e9)
+            self._answers[s].append([answer])
+        self._ready_at[s] = at + wait
         if self.data.first[s] + self._next[s] in self._issued:
             self._when_due(s)
 
@@ -181,9 +199,14 @@ class SessionHold:
             self.wake()
 
     def tags(self, index: int) -> dict[str, Any]:
-        """What tokens.jsonl keeps of a turn: its session and turn index."""
+        """What tokens.jsonl keeps of a turn: its session and turn index, and after an answer
+        whose tool calls the mocked tool ran, the tool's delay (asked once, after `done`)."""
         ref = self.data.refs[index]
-        return {"session": self.data.sessions[ref.session].id, "turn": ref.turn}
+        out: dict[str, Any] = {"session": self.data.sessions[ref.session].id, "turn": ref.turn}
+        wait = self._tool_waits.pop(index, None)
+        if wait is not None:
+            out["tool_delay_ms"] = wait / 1e6
+        return out
 
 
 def assistant_message(text: str, reasoning: str = "", tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -201,3 +224,9 @@ def assistant_message(text: str, reasoning: str = "", tool_calls: list[dict[str,
             for k, c in enumerate(tool_calls)
         ]
     return message
+
+
+def tool_messages(calls: list[dict[str, Any]], result: str) -> list[dict[str, Any]]:
+    """The mocked tool's answer to each call of an assistant message, in OpenAI's chat form:
+    one `tool` message per call, naming the call it answers."""
+    return [{"role": "tool", "tool_call_id": c["id"], "content": result} for c in calls]

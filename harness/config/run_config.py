@@ -189,12 +189,17 @@ class Sessions(BaseModel):
     carry_reasoning: bool = Field(False, description="send each answer's reasoning back in the history as "
                                   "`reasoning_content` (APIs that need it back between tool calls); off: the answer "
                                   "text and its tool calls only, as most servers' chat templates drop past reasoning")
+    tool_delay_s: str = Field("0", description="a mocked tool: after an answer with tool calls, the next turn waits "
+                              "this instead of the think time: seconds (0.5), uniform(lo,hi) or lognormal(median,sigma)")
+    tool_result: str = Field('{"ok": true}', min_length=1, description="the mocked tool's result: the next turn "
+                             "carries one `tool` message of this text per tool call, after the answer that made them")
 
     @model_validator(mode="after")
     def _valid(self) -> Sessions:
         from harness.data.sessions import think_time_sampler
 
         think_time_sampler(self.think_time_s)  # ValueError: the config's one line says what to write
+        think_time_sampler(self.tool_delay_s, "tool_delay_s")
         if self.affinity_header is not None and not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}", self.affinity_header):
             raise ValueError(f"sessions.affinity_header {self.affinity_header!r} is not an HTTP header name")
         return self

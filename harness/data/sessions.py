@@ -272,13 +272,14 @@ def build_session_dataset(spec: str, seed: int, count: Callable[[str], int] | No
                        "or synthetic-sessions:n=N,turns=T,isl=N,osl=N")
 
 
-# --- think time ---------------------------------------------------------------------------
+# --- think time and tool delay ---------------------------------------------------------------------------
 
 _THINK = re.compile(r"^(uniform|lognormal)\(\s*([0-9.eE+-]+)\s*,\s*([0-9.eE+-]+)\s*\)$")
 
 
-def think_time_sampler(value: str) -> Callable[[np.random.Generator], float]:
-    """'0.5' (seconds), 'uniform(lo,hi)' or 'lognormal(median,sigma)' -> a draw in seconds.
+def think_time_sampler(value: str, name: str = "think_time_s") -> Callable[[np.random.Generator], float]:
+    """'0.5' (seconds), 'uniform(lo,hi)' or 'lognormal(median,sigma)' -> a draw in seconds
+    (a think time, or the mocked tool's delay: `name` is the setting's, for the message).
     Raises ValueError with what to write (the config layer turns it into its one line)."""
     value = value.strip()
     try:
@@ -287,16 +288,16 @@ def think_time_sampler(value: str) -> Callable[[np.random.Generator], float]:
         fixed = None
     if fixed is not None:
         if not 0 <= fixed <= 3600:
-            raise ValueError(f"think_time_s {value!r}: a fixed think time is 0 to 3600 seconds")
+            raise ValueError(f"{name} {value!r}: a fixed think time is 0 to 3600 seconds")
         return lambda rng: fixed
     m = _THINK.match(value)
     if not m:
-        raise ValueError(f"think_time_s {value!r}: write seconds (0.5), uniform(lo,hi) or lognormal(median,sigma)")
+        raise ValueError(f"{name} {value!r}: write seconds (0.5), uniform(lo,hi) or lognormal(median,sigma)")
     kind, a, b = m.group(1), float(m.group(2)), float(m.group(3))
     if kind == "uniform":
         if not 0 <= a <= b <= 3600:
-            raise ValueError(f"think_time_s {value!r}: uniform needs 0 <= lo <= hi <= 3600")
+            raise ValueError(f"{name} {value!r}: uniform needs 0 <= lo <= hi <= 3600")
         return lambda rng: float(rng.uniform(a, b))
     if not (0 < a <= 3600 and 0 <= b <= 4):
-        raise ValueError(f"think_time_s {value!r}: lognormal needs a median in (0, 3600] s and sigma in [0, 4]")
+        raise ValueError(f"{name} {value!r}: lognormal needs a median in (0, 3600] s and sigma in [0, 4]")
     return lambda rng: float(min(3600.0, a * np.exp(rng.normal(0.0, b))))

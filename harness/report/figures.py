@@ -824,7 +824,15 @@ def session_tables(summary: dict[str, Any]) -> list[tuple[str, Table]]:
                [[str(r["turn"]), f"{r['succeeded']:,}/{r['requests']:,}", ms(r["ttft_ms"]["p50"]), ms(r["ttft_ms"]["p99"]),
                  ms(r["tpot_ms"]["p50"]), ms(r["tpot_ms"]["p99"]), num(r["input_tokens_mean"]),
                  num(r["cached_tokens_mean"])] for r in ses["by_turn"]])
-    return [("per session", overview), ("by turn (ms from dispatch; tokens: mean a turn)", by_turn)]
+    out = [("per session", overview), ("by turn (ms from dispatch; tokens: mean a turn)", by_turn)]
+    tool = ses.get("tool_steps")  # absent in older folders
+    if isinstance(tool, dict) and tool["count"]:
+        delay, tgap = tool["delay_ms"], tool["gap_ms"]
+        out.append(("tool steps (mocked tool: its delay, then the gap to the next turn)", (
+            ["steps", "calls", "delay p50 ms", "delay p99 ms", "gap min ms", "gap p50 ms"],
+            [[f"{tool['count']:,}", f"{tool['calls']:,}", ms(delay["p50"]), ms(delay["p99"]), ms(tgap["min"]),
+              ms(tgap["p50"])]])))
+    return out
 
 
 def session_lines(summary: dict[str, Any], limit: int = 5) -> list[str]:

@@ -16,6 +16,7 @@ from harness.analysis.run_data import RunData
 from harness.report import figures as fig
 from harness.report.plots import all_plots
 from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_plot, schedule_table, timed
+from harness.report.session_plot import turns_plot
 from harness.report.telemetry_plots import telemetry_plots
 from harness.results.token_metrics import itl_samples, read_token_entries
 from harness.results.schedule import timed_from_dispatch
@@ -107,7 +108,9 @@ def render_html(data: RunData) -> str:
         parts.append(_section("tokens", "".join(_table(spec) for spec in specs)))
     if sessions := fig.session_tables(s):
         notes = "".join(f'<p class="note">{_e(line)}</p>' for line in fig.session_lines(s))
-        parts.append(_section("sessions", "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in sessions) + notes))
+        figure = f'<figure><img alt="TTFT and input tokens by turn" src="{turns_plot(s["sessions"])}"></figure>'
+        parts.append(_section("sessions", "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in sessions)
+                              + notes + figure))
     tel = s.get("telemetry")
     if isinstance(tel, dict):
         parts.append(_section("system under test (telemetry)", _telemetry(data, tel)))

@@ -5,6 +5,8 @@ session and turn (harness.child.sessions). Per-turn figures count from dispatch:
 latencies count from its one Offline issue and so include the time a turn was held for
 its predecessor and the think time. A session fails when one of its turns fails; its
 later turns are not sent (reason `session_failed`), and the first failed turn is named.
+A turn whose answer's tool calls the mocked tool ran carries `tool_delay_ms`: the gap to
+the next turn's dispatch is a tool step (its delay, and the gap measured), not a think gap.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> d
     dispatch, first, done = c["dispatch_ns"][idx], c["first_token_ns"][idx], c["complete_ns"][idx]
     n, inp = c["n_tokens"][idx], c["input_tokens"][idx]
     errors = c["error"][idx]
+    tool_delay = np.array([float(tagged[int(qid[i])].get("tool_delay_ms", np.nan)) for i in rows])
+    tool_calls = np.array([len(tagged[int(qid[i])].get("tool_calls") or ()) for i in rows])
 
     by_turn = []
     for k in range(int(turn.max()) + 1):
@@ -62,7 +66,7 @@ def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> d
     order: dict[str, list[int]] = {}
     for j, s in enumerate(sess):
         order.setdefault(s, []).append(j)
-    durations, think_gaps, failed = [], [], []
+    durations, think_gaps, tool_gaps, failed = [], [], [], []
     spans: list[tuple[int, int]] = []
     for s, js in order.items():
         js.sort(key=lambda j: turn[j])
@@ -77,7 +81,7 @@ def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> d
             durations.append(done[js[-1]] - dispatch[js[0]])
         for a, b in zip(js, js[1:], strict=False):
             if ok[a] and b in sent:
-                think_gaps.append(dispatch[b] - done[a])
+                (think_gaps if np.isnan(tool_delay[a]) else tool_gaps).append(dispatch[b] - done[a])
     # the most sessions open at once, from their first dispatch to their last answer
     edges = sorted([(t0, 1) for t0, _ in spans] + [(t1, -1) for _, t1 in spans], key=lambda e: (e[0], e[1]))
     open_now = open_max = 0
@@ -95,6 +99,18 @@ def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> d
         "think_gap_ms": {"min": float(min(think_gaps)) / NS_PER_MS if think_gaps else None,
                          **_p(np.array(think_gaps, dtype=float))},
         "open_max": open_max,
+        "tool_steps": _tool_steps(tool_delay, tool_calls, tool_gaps),
         "by_turn": by_turn,
         "loadgen_note": LOADGEN_NOTE,
     }
+
+
+def _tool_steps(delay_ms: np.ndarray, calls: np.ndarray, gaps: list[int]) -> dict[str, Any]:
+    """The mocked tool's steps: how many answers' tool calls it ran (and how many calls),
+    the delays it drew, and the gaps measured from those answers to the next turn's
+    dispatch (each at least its delay: the hold re-checks the clock)."""
+    ran = ~np.isnan(delay_ms)
+    d = distribution(delay_ms[ran], percentiles=(50, 99))
+    return {"count": int(ran.sum()), "calls": int(calls[ran].sum()),
+            "delay_ms": {"p50": d["p50"], "p99": d["p99"]},
+            "gap_ms": {"min": float(min(gaps)) / NS_PER_MS if gaps else None, **_p(np.array(gaps, dtype=float))}}

@@ -48,6 +48,10 @@ def test_sessions_carry_history_pace_and_match_the_servers_ttft(run_harness):
     assert len(truth.turns) == 18  # every turn reached the server once, with its session header
     ses = s["sessions"]
     assert (ses["count"], ses["completed"], ses["turns_completed"], ses["failed"]) == (6, 6, 18, [])
+    # no tool calls: no tool step and no tool message (the run is as it was before tools)
+    assert ses["tool_steps"] == {"count": 0, "calls": 0, "delay_ms": {"p50": None, "p99": None},
+                                 "gap_ms": {"min": None, "p50": None, "p99": None}}
+    assert not [m for msgs in truth.received.values() for m in msgs if m.get("role") == "tool"]
     # LoadGen issued each turn exactly once, in its one Offline query
     eff = s["loadgen"]["effective_settings"]
     assert (eff["samples_per_query"], eff["performance_issue_unique"], s["harness"]["samples"]) == (18, True, 18)
@@ -188,3 +192,123 @@ def test_a_reasoning_answer_goes_back_as_the_server_sent_it(run_harness, carry):
     assert len(carried) == 2 * (1 + 2)  # turns 1 and 2 of each session carry 1 and 2 answers
     want = " r0 r1 r2" if carry else None  # the truth server's reasoning events, joined
     assert [m.get("reasoning_content") for m in carried] == [want] * len(carried)
+
+
+TOOL_RESULT = '{"temp_c": 21}'
+
+
+def test_tool_calls_get_the_mocked_tools_results_after_its_delay(run_harness):
+    """Turns 0 and 2 of each session are answered with a tool call (the truth server's
+    `tool_turns`): turns 1 and 3 must carry that answer with its call id and one `tool`
+    message answering it (the server checks both), and leave the tool's delay after the
+    answer instead of the think time. The delay drawn per step is in tokens.jsonl; the
+    records say when the answer ended and the next turn left. The run then renders: the
+    terminal's tool-steps table in 80 columns, the HTML's by-turn figure off its frame."""
+    think_s, tool = 0.5, (0.04, 0.06)
+    truth = SessionTruth(tool_turns=(0, 2))
+    with ServerThread(openai_app(Timing(ttft_ms=5, tpot_ms=1), sessions=truth)) as srv:
+        run_dir, s = _run(run_harness, srv, "synthetic-sessions:n=4,turns=4,isl=8,osl=3", think_time_s=str(think_s),
+                          tool_delay_s=f"uniform({tool[0]},{tool[1]})", tool_result=TOOL_RESULT)
+    assert truth.mismatches == 0, truth.mismatch_notes
+    assert s["sessions"]["turns_completed"] == 16
+    for (sid, k), msgs in truth.received.items():
+        results = [m for m in msgs if m.get("role") == "tool"]
+        # one result per earlier tool-call turn, naming its call, holding the configured text
+        assert [(m["tool_call_id"], m["content"]) for m in results] == [
+            (f"call_{sid}_{j}", TOOL_RESULT) for j in (0, 2) if j < k], (sid, k, msgs)
+    rec = read_records(run_dir).columns
+    entries = {e["query_id"]: e for e in read_token_entries(run_dir) if "session" in e}
+    row = {(entries[int(q)]["session"], entries[int(q)]["turn"]): i for i, q in enumerate(rec["query_id"])}
+    delays, gaps = [], []
+    for (sid, k), i in row.items():
+        e = entries[int(rec["query_id"][i])]
+        if k in (0, 2):  # a tool step: its call recorded, the delay drawn within the distribution's range
+            assert [c["id"] for c in e["tool_calls"]] == [f"call_{sid}_{k}"]
+            assert tool[0] * 1e3 <= e["tool_delay_ms"] <= tool[1] * 1e3
+            gap = rec["dispatch_ns"][row[(sid, k + 1)]] - rec["complete_ns"][i]
+            # never earlier than the drawn delay (the hold re-checks the clock); and below the
+            # think time: had the hold waited the think time instead, or both, the gap would be
+            # at least think_s. The 440 ms between them is the room for a late event loop.
+            assert e["tool_delay_ms"] * 1e6 <= gap < think_s * 1e9, (sid, k, e["tool_delay_ms"], gap)
+            delays.append(e["tool_delay_ms"])
+            gaps.append(gap / 1e6)
+        else:
+            assert "tool_delay_ms" not in e and "tool_calls" not in e
+    steps = s["sessions"]["tool_steps"]
+    assert (steps["count"], steps["calls"]) == (8, 8)
+    assert len(set(delays)) == 8  # drawn per step, seeded per session and turn
+    nearest = sorted(delays)[int(0.5 * 8)]  # nearest rank, as the summary's
+    assert steps["delay_ms"]["p50"] == pytest.approx(nearest)
+    assert steps["gap_ms"]["min"] == pytest.approx(min(gaps))
+    # the think gaps are turn 1 -> 2 only, and each waited the think time
+    assert s["sessions"]["think_gap_ms"]["min"] >= think_s * 1e3
+    schema = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    assert [f"{list(e.path)}: {e.message}" for e in schema.iter_errors(s)] == []
+    console = Console(width=80, record=True, file=io.StringIO())
+    render(s, console, str(run_dir))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert re.search(r"^8 +8 +\d+\.\d{3} +\d+\.\d{3} +\d+\.\d{3} +\d+\.\d{3}\s*$", text, re.M), text  # steps, calls
+    from harness.analysis.run_data import load_run
+    from harness.report.html import render_html
+    from harness.report.session_plot import turns_plot
+    from tests.support.plot_frames import check_frames, check_zero
+
+    page = render_html(load_run(run_dir, s))
+    assert '<img alt="TTFT and input tokens by turn" src="data:image/png;base64,' in page
+    axes = [("turns", ax) for ax in turns_plot(s["sessions"]).figure.axes]  # the figure the page embeds
+    assert check_frames(axes) == [] and check_zero(axes) == []
+    for ax in axes:  # counts and times from zero
+        assert ax[1].get_ylim()[0] == 0
+    top = axes[0][1]
+    p50 = top.get_lines()[0].get_ydata()
+    assert list(p50) == pytest.approx([r["ttft_ms"]["p50"] for r in s["sessions"]["by_turn"]])
+
+
+def test_the_truth_server_counts_missing_or_wrong_tool_results():
+    """The checker itself: a turn after a tool-call answer without its tool message, with
+    a wrong call id, or with a tool message after the next user message, is a mismatch."""
+    truth = SessionTruth()
+    truth.answered("s", 0, "q0", ("q0",), "")
+    truth.tool_ids[("s", 0)] = ["call_s_0"]
+    call = {"id": "call_s_0", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    answer = {"role": "assistant", "content": "", "tool_calls": [call]}
+    h = {"X-Session-ID": "s"}
+    truth.check(h, [{"role": "user", "content": "q0"}, answer, {"role": "user", "content": "q1"}])
+    truth.check(h, [{"role": "user", "content": "q0"}, answer,
+                    {"role": "tool", "tool_call_id": "call_x", "content": "{}"}, {"role": "user", "content": "q1"}])
+    truth.check(h, [{"role": "user", "content": "q0"}, answer, {"role": "user", "content": "q1"},
+                    {"role": "tool", "tool_call_id": "call_s_0", "content": "{}"}])
+    truth.check(h, [{"role": "user", "content": "q0"}, answer,
+                    {"role": "tool", "tool_call_id": "call_s_0", "content": "{}"}, {"role": "user", "content": "q1"}])
+    assert truth.mismatches == 3, truth.mismatch_notes
+    assert "tool results for []" in truth.mismatch_notes[0] and "['call_x']" in truth.mismatch_notes[1]
+    assert "follows no answer" in truth.mismatch_notes[2]
+
+
+def test_a_chat_file_asks_for_tool_calls_and_bad_arguments_fail_the_session(run_harness, tmp_path):
+    """"@tool_call" in a chat file's user message: the truth server answers it with a tool
+    call, and the next turn carries the default result. "@tool_bad_args": arguments that
+    are not JSON fail the request (malformed_tool_call) and so the session; no tool runs
+    and its next turn is not sent."""
+    def session(sid: str, *users: str) -> dict[str, Any]:
+        messages: list[dict[str, str]] = []
+        for u in users:
+            messages += [{"role": "user", "content": u}, {"role": "assistant", "content": "x"}]
+        return {"id": sid, "messages": messages[:-1]}
+
+    f = tmp_path / "tools.jsonl"
+    # the bad call on a later turn: the warm-up sends the first `users` turns of the file
+    f.write_text("".join(json.dumps(r) + "\n" for r in (
+        session("calls", "weather in Paris? @tool_call", "thanks"),
+        session("bad", "hello", "weather? @tool_bad_args", "thanks"))))
+    truth = SessionTruth()
+    with ServerThread(openai_app(Timing(ttft_ms=5, tpot_ms=1), sessions=truth)) as srv:
+        _, s = _run(run_harness, srv, f"chat-sessions:{f}", tool_delay_s="0.01")
+    assert truth.mismatches == 0, truth.mismatch_notes
+    assert truth.received[("calls", 1)][2] == {"role": "tool", "tool_call_id": "call_calls_0", "content": '{"ok": true}'}
+    assert ("bad", 2) not in truth.received
+    ses = s["sessions"]
+    assert [(x["session"], x["turn"], x["reason"].split(":")[0]) for x in ses["failed"]] == [("bad", 1, "malformed_tool_call")]
+    assert (ses["tool_steps"]["count"], ses["tool_steps"]["calls"], ses["turns_not_sent"]) == (1, 1, 1)
+    assert ses["tool_steps"]["gap_ms"]["min"] >= 10

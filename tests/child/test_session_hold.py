@@ -132,3 +132,39 @@ def test_an_answer_carries_its_tool_calls_in_openais_form():
         {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
         {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}
     assert assistant_message("hi") == {"role": "assistant", "content": "hi"}
+
+
+def test_a_tool_call_answer_waits_the_tool_delay_and_its_results_go_back():
+    """An answer with tool calls: the next turn waits the mocked tool's delay, not the think
+    time (an hour here: a turn that waited it would never come), and carries the answer with
+    its calls, one `tool` message per call naming it, then the next user message. The delay
+    drawn is tagged on the answer's turn, once."""
+    delay = 0.05
+    calls = [{"index": 0, "id": "call_a", "name": "f", "arguments": "{}"},
+             {"index": 1, "id": "call_b", "name": "g", "arguments": '{"x": 1}'}]
+
+    async def run() -> tuple[int, int, dict, dict]:
+        loop = asyncio.get_running_loop()
+        hold = _hold("synthetic-sessions:n=1,turns=2,isl=4,osl=2", loop, think_time="3600",
+                     tool_delay=str(delay), tool_result="RESULT")
+        woke = asyncio.Event()
+        hold.wake = woke.set
+        hold.put([Issued(1, 0), Issued(2, 1)], 1)
+        hold.take_one()
+        ended = time.perf_counter_ns()
+        hold.done(0, "", "", ended, "", calls)
+        tags = hold.tags(0)
+        assert hold.take_one() is None  # the tool runs
+        await asyncio.wait_for(woke.wait(), 5)
+        item = hold.take_one()
+        assert item is not None and item[1] == 1
+        return ended, time.perf_counter_ns(), tags, json.loads(hold.request(1)[0].body)
+
+    ended, taken, tags, body = asyncio.run(run())
+    assert taken - ended >= delay * 1e9
+    assert tags == {"session": "s0", "turn": 0, "tool_delay_ms": delay * 1e3}
+    msgs = body["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "tool", "user"]
+    assert [c["id"] for c in msgs[1]["tool_calls"]] == ["call_a", "call_b"]
+    assert msgs[2:4] == [{"role": "tool", "tool_call_id": "call_a", "content": "RESULT"},
+                         {"role": "tool", "tool_call_id": "call_b", "content": "RESULT"}]

@@ -108,6 +108,8 @@ def test_config_refuses_sessions_outside_offline_and_with_concurrency():
         RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2", concurrency=2)
     with pytest.raises(ValueError, match="think_time_s 'soon'"):
         RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2", sessions={"think_time_s": "soon"})
+    with pytest.raises(ValueError, match=r"tool_delay_s 'gamma\(1,2\)': write seconds"):  # the mocked tool's, named as such
+        RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2", sessions={"tool_delay_s": "gamma(1,2)"})
     with pytest.raises(ValueError, match="not an HTTP header name"):
         RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2",
                   sessions={"affinity_header": "X Session"})

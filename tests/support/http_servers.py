@@ -190,12 +190,22 @@ class SessionTruth:
     and usage.prompt_tokens_details.cached_tokens reports the cached words.
 
     `drop_history`: a gateway in front of the server keeps only each request's last message
-    (a proxy that drops context): the server then sees no history, and counts it."""
+    (a proxy that drops context): the server then sees no history, and counts it.
 
-    def __init__(self, header: str = "X-Session-ID", cache_block: int = 1, drop_history: bool = False) -> None:
+    Tool calls: a turn whose index is in `tool_turns`, or whose user message holds
+    "@tool_call", is answered with one tool call (TOOL_CALL, its id unique to the turn) and
+    no text. A later turn must carry that answer with exactly the call ids sent, followed
+    (before the next user message) by one non-empty `tool` message per call whose
+    `tool_call_id` names it; anything else counts as a mismatch."""
+
+    def __init__(self, header: str = "X-Session-ID", cache_block: int = 1, drop_history: bool = False,
+                 tool_turns: tuple[int, ...] = ()) -> None:
         self.header = header
         self.cache_block = cache_block
         self.drop_history = drop_history
+        self.tool_turns = tool_turns
+        #: (session, turn) -> the tool call ids its answer sent
+        self.tool_ids: dict[tuple[str, int], list[str]] = {}
         self.mismatches = 0
         self.mismatch_notes: list[str] = []
         #: (session, turn) -> (user message, answer text), as received and answered
@@ -218,6 +228,18 @@ class SessionTruth:
         answers = [m for m in messages if m.get("role") == "assistant"]
         k = len(users) - 1
         wrong = []
+        results: list[list[dict[str, Any]]] = []  # the tool messages after each answer, before the next user's
+        open_answer = False
+        for m in messages:
+            role = m.get("role")
+            if role == "assistant":
+                results.append([])
+            elif role == "tool":
+                if open_answer:
+                    results[-1].append(m)
+                else:
+                    wrong.append("a tool message that follows no answer")
+            open_answer = role in ("assistant", "tool")
         if len(answers) != k:
             wrong.append(f"turn {k} carries {len(answers)} answers")
         for j in range(k):
@@ -229,6 +251,16 @@ class SessionTruth:
                 wrong.append(f"user message {j} differs")
             if j < len(answers) and answers[j].get("content") != had[1]:
                 wrong.append(f"answer {j} differs")
+            if j < len(answers):
+                sent = self.tool_ids.get((sid, j), [])
+                carried = [c.get("id") for c in answers[j].get("tool_calls") or []]
+                if carried != sent:
+                    wrong.append(f"answer {j} carries tool calls {carried}, {sent} were sent")
+                answered = [t.get("tool_call_id") for t in results[j]]
+                if answered != sent:
+                    wrong.append(f"answer {j} is followed by tool results for {answered}, its calls were {sent}")
+                if any(not isinstance(t.get("content"), str) or not t["content"] for t in results[j]):
+                    wrong.append(f"a tool result after answer {j} is empty")
         if (sid, k) in self.turns:
             wrong.append(f"turn {k} sent twice")
         self.received[(sid, k)] = messages
@@ -378,6 +410,9 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             pieces = [f"{'' if i == 0 else ' '}{turn[0]}.{turn[1]}.{i}" for i in range(n)]
         thoughts = reasoning_pieces(timing)
         tool = (TOOL_CALL if "@tool_call" in text else TOOL_CALL_BAD if "@tool_bad_args" in text else None) if chat else None
+        if turn is not None and sessions is not None and turn[1] in sessions.tool_turns:
+            tool = TOOL_CALL
+        call_id = "call_0" if turn is None else f"call_{turn[0]}_{turn[1]}"  # a session's: unique to its turn
         if tool is not None:
             n = 1 + len(tool[1])  # the name's event, then one a piece of the arguments
         # the answer's first token: after the reasoning when there is any
@@ -465,7 +500,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             stamps.append(time.perf_counter_ns())
         if tool is not None:
             name, pieces_of_args = tool
-            calls = [{"index": 0, "id": "call_0", "type": "function", "function": {"name": name, "arguments": ""}}]
+            calls = [{"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]
             calls += [{"index": 0, "function": {"arguments": a}} for a in pieces_of_args]
             for j, call in enumerate(calls):
                 await until(timing.queue_ms + ttft_ms + answer_ms + j * tpot_ms)
@@ -474,6 +509,9 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                                                                       "finish_reason": finish}]}).encode() + b"\n\n")
                 stamps.append(time.perf_counter_ns())
             sent = n
+            pieces = []  # a tool call's answer has no text: the history carries it empty
+            if turn is not None and sessions is not None:
+                sessions.tool_ids[turn] = [call_id]
         while sent < n:
             take = min(k, n - sent)
             # chunk j carries tokens sent..sent+take-1 and leaves when its last one is due
