@@ -13,12 +13,15 @@ the pilot's: a load fixed in requests/s was a queue growing for the whole run th
 from __future__ import annotations
 
 import os
+import re
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.config.run_config import RunConfig
+from harness.results.token_metrics import read_token_entries
 from harness.run import runner
 from tests.support.calibrate import Pilot, offered_rate, openai_pilot
 from tests.support.vllm_server import vllm_server
@@ -147,9 +150,6 @@ SESSION_SET = f"synthetic-sessions:n={SESSIONS},turns={TURNS},isl=160,osl={OSL},
 def _block_size(url: str) -> int:
     """The KV block size vLLM runs with, from its own /metrics (`vllm:cache_config_info`):
     its prefix cache hits come in whole blocks of this many tokens."""
-    import re
-    import urllib.request
-
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
         text = r.read().decode()
     m = re.search(r'^vllm:cache_config_info\{[^}]*\bblock_size="(\d+)"', text, re.M)
@@ -158,8 +158,6 @@ def _block_size(url: str) -> int:
 
 
 def test_a_sessions_history_is_served_from_vllms_prefix_cache_turn_by_turn(vllm, tmp_path):
-    from harness.results.token_metrics import read_token_entries
-
     block = _block_size(vllm)
     out = runner.run(RunConfig(
         backend="http", scenario="Offline", dataset=SESSION_SET, use_token_latencies=True,
@@ -184,23 +182,25 @@ def test_a_sessions_history_is_served_from_vllms_prefix_cache_turn_by_turn(vllm,
         assert all(c % block == 0 for c in cached), where  # hits come in whole blocks
         assert cached[0] < block, where  # the salt: nothing of another session's to reuse
         for k in range(1, TURNS):
-            # Turn k's prompt starts with turn k-1's prompt token for token (the chat
-            # template renders the same messages the same way, and turn k-1's prompt ends
-            # with the assistant header its answer follows), so every whole block of it is
-            # in the cache: at least floor(P[k-1] / block) blocks are hits. No more than
-            # turn k-1's prompt and answer can be: the server never saw the rest.
-            assert (prompt[k - 1] // block) * block <= cached[k] <= prompt[k - 1] + OSL, where
-            # the new user message is over a block, so the lower bound of turn k+1 passes
-            # the upper bound of turn k: cached tokens must grow strictly, turn by turn
+            # Turn k's prompt starts with turn k-1's (the chat template renders the same
+            # messages the same way; turn k-1's ends with the assistant header its answer
+            # follows), token for token but the header's last newline, which may merge with
+            # the answer's first characters. So every whole block of turn k-1's first
+            # P[k-1] - 1 tokens is a hit. At most what vLLM computed for turn k-1 can be:
+            # its prompt and the answer but its last token (generated, never fed back).
+            assert ((prompt[k - 1] - 1) // block) * block <= cached[k] <= prompt[k - 1] + OSL - 1, where
+            # the new user message is over a block, so turn k+1's lower bound passes turn
+            # k's upper bound: cached tokens must grow strictly, turn by turn
             assert prompt[k] - prompt[k - 1] - OSL >= block, where
     means = [r["cached_tokens_mean"] for r in by_turn]
     assert means[0] < block and all(a < b for a, b in zip(means, means[1:], strict=False)), figures
 
     # TTFT per input token. Model of prefill: TTFT = a + b x uncached tokens, a and b >= 0.
     # Turn 0's figures (TTFT T0 at U0 = input - cached tokens) fix a + b U0 = T0 but not the
-    # split between a and b (one prompt size). Had turn k's history not been reused, its
-    # TTFT would be a + b P_k = T0 + b (P_k - U0) >= T0 for every split (P_k > U0): its
-    # TTFT per input token >= T0 / P_k, i.e. below turn 0's T0 / P0 by at most the margin
+    # split between a and b (one prompt size). Had turn k's history not been reused, it
+    # would have had turn 0's share cached, C0, and a TTFT of a + b (P_k - C0) =
+    # T0 + b (P_k - P0) >= T0 for every split (P_k > P0): a TTFT per input token
+    # >= T0 / P_k, i.e. below turn 0's T0 / P0 by at most the margin
     # (1 - P0 / P_k) T0 / P0 that amortising a fixed cost can give. Reused, it is
     # a + b (P_k - C_k), which is below T0 as P_k - C_k (the new message and a partial block,
     # about 1/3 of U0 here) is below U0. So each later turn must beat turn 0's per-token
@@ -209,6 +209,6 @@ def test_a_sessions_history_is_served_from_vllms_prefix_cache_turn_by_turn(vllm,
     u0 = p0 - by_turn[0]["cached_tokens_mean"]
     for r in by_turn[1:]:
         pk, ck = r["input_tokens_mean"], r["cached_tokens_mean"]
-        assert pk - ck < u0 < pk, figures  # the set is what the argument needs
+        assert pk - ck < u0 and p0 < pk, figures  # the set is what the argument needs
         margin = (1 - p0 / pk) * t0 / p0
         assert r["ttft_ms"]["p50"] / pk < t0 / p0 - margin, figures
