@@ -19,6 +19,17 @@ tool's delay instead of the think time, and its history carries, after that answ
 its `tool_calls`), one `tool` message per call holding the fixed `tool_result`, then the
 next user message. The delay drawn is kept in tokens.jsonl on the answer's turn
 (`tool_delay_ms`), so the summary can check the gap against it.
+
+User-centric pacing (`rate`, AIPerf's user-centric mode) replaces the think time: each of the
+`users` is a slot whose turns start `users / rate` seconds apart, start to start, the slots
+staggered `1 / rate` apart from LoadGen's issue, so the users together offer `rate` turns a
+second whatever the server's answer times (the gap a cache must hold a session's history
+for is fixed). A turn whose previous answer (and tool) ends after its tick goes at the
+answer: a user cannot ask before reading. A session that ends frees its slot for the next
+session at that slot's next tick (or at its end, if later). Each turn's tick, so moved, is
+kept in tokens.jsonl (`paced_ns`, on the records' clock; `paced_waited` when the answer or
+the slot's last session moved it), so the summary measures the harness's own lateness apart
+from the server's.
 """
 
 from __future__ import annotations
@@ -59,7 +70,8 @@ class SessionHold:
     def __init__(self, dataset: SessionDataset, build: Callable[[list[dict[str, Any]], int | None, dict[str, str]], Any],
                  loop: asyncio.AbstractEventLoop, clock: Callable[[], int], *, users: int, think_time: str,
                  header: str | None, salt: bool, seed: int,
-                 carry_reasoning: bool = False, tool_delay: str = "0", tool_result: str = '{"ok": true}') -> None:
+                 carry_reasoning: bool = False, tool_delay: str = "0", tool_result: str = '{"ok": true}',
+                 rate: float | None = None) -> None:
         self.data = dataset
         self._build = build
         self._loop = loop
@@ -89,9 +101,21 @@ class SessionHold:
         self._ready: deque[int] = deque()  # open sessions whose next turn may go now
         self._failing: deque[tuple[int, int, int]] = deque()  # turns of failed sessions: completed unsent
         self.wake: Callable[[], None] = lambda: None
+        # user-centric pacing: a heap of (tick, slot) of the free user slots, filled at the first issue
+        self._rate = rate
+        self._gap = int(users / rate * 1e9) if rate else 0
+        self._slots: list[tuple[int, int, bool]] | None = None
+        self._slot_of = [-1] * n
+        self._sent_at = [0] * n  # a session's last dispatch
+        self._tick = [0] * n  # the tick its next turn is paced for
+        self._waited = [False] * n  # that tick was moved to the answer (or to the slot's freeing)
+        self._paced: dict[int, tuple[int, bool]] = {}  # index -> (its tick, moved), until tagged
+        self._armed = False  # a timer is set for the first free slot's tick
 
     # --- the queue -----------------------------------------------------------------------
     def put(self, samples: Any, issued: int) -> None:
+        if self._rate and self._slots is None:
+            self._slots = [(issued + int(j * 1e9 / self._rate), j, False) for j in range(self.users)]
         for s in samples:
             self._add((s.id, s.index, issued))
 
@@ -119,13 +143,35 @@ class SessionHold:
         if self._ready:
             s = self._ready.popleft()
         elif self._fresh and self._open < self.users:
+            if self._slots is not None and not self._slot_due():
+                return None
             s = heapq.heappop(self._fresh)
             self._state[s] = 1
             self._open += 1
+            if self._slots is not None:
+                self._tick[s], self._slot_of[s], self._waited[s] = heapq.heappop(self._slots)
         else:
             return None
         self._busy[s] = True
-        return self._issued.pop(self.data.first[s] + self._next[s])
+        index = self.data.first[s] + self._next[s]
+        if self._slots is not None:
+            self._sent_at[s] = self._now()
+            self._paced[index] = (self._tick[s], self._waited[s])
+        return self._issued.pop(index)
+
+    def _slot_due(self) -> bool:
+        """User-centric: is the first free slot's tick here? If not, wake the SUT then."""
+        wait = self._slots[0][0] - self._now() if self._slots else 0
+        if wait <= 0:
+            return bool(self._slots)
+        if not self._armed:
+            self._armed = True
+            self._loop.call_later(wait / 1e9, self._fire)
+        return False
+
+    def _fire(self) -> None:
+        self._armed = False  # a timer may fire a little early: take_one checks the clock again
+        self.wake()
 
     def _when_due(self, s: int) -> None:
         wait = self._ready_at[s] - self._now()
@@ -173,13 +219,13 @@ class SessionHold:
             late = [self._issued.pop(i) for i in range(index + 1, self.data.first[s] + len(self.data.sessions[s].turns))
                     if i in self._issued]
             self._failing.extend(late)
-            self._end(s)
+            self._end(s, at)
             return
         answer = assistant_message(text, reasoning if self._carry_reasoning else "", tool_calls)
         self._next[s] += 1
         if self._next[s] == len(self.data.sessions[s].turns):
             self._answers[s].append([answer])
-            self._end(s)
+            self._end(s, at)
             return
         if tool_calls:  # the mocked tool runs each call; its results go back before the next user message
             wait = int(self._tool_delay(np.random.default_rng([self._seed, _TOOL_STREAM, s, ref.turn])) * 1e9)
@@ -189,12 +235,19 @@ class SessionHold:
             wait = int(self._think(np.random.default_rng([self._seed, _THINK_STREAM, s, ref.turn])) * 1e9)
             self._answers[s].append([answer])
         self._ready_at[s] = at + wait
+        if self._slots is not None:  # user-centric: the slot's next tick, or the answer (and tool) if later
+            tick = self._sent_at[s] + self._gap
+            self._tick[s], self._waited[s] = max(tick, at + wait), at + wait > tick
+            self._ready_at[s] = self._tick[s]
         if self.data.first[s] + self._next[s] in self._issued:
             self._when_due(s)
 
-    def _end(self, s: int) -> None:
+    def _end(self, s: int, at: int) -> None:
         self._state[s] = 2
         self._open -= 1
+        if self._slots is not None and self._slot_of[s] >= 0:  # the slot's next session: a gap after its last turn left
+            tick = self._sent_at[s] + self._gap
+            heapq.heappush(self._slots, (max(tick, at), self._slot_of[s], at > tick))
         if self._fresh or self._failing:
             self.wake()
 
@@ -206,6 +259,11 @@ class SessionHold:
         wait = self._tool_waits.pop(index, None)
         if wait is not None:
             out["tool_delay_ms"] = wait / 1e6
+        paced = self._paced.pop(index, None)
+        if paced is not None:
+            out["paced_ns"] = paced[0]
+            if paced[1]:
+                out["paced_waited"] = True
         return out
 
 

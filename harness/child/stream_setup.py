@@ -137,7 +137,8 @@ def session_hold(config: RunConfig, backend: StreamingBackend, dataset: Dataset,
     s = config.sessions
     return SessionHold(source, backend.chat_request, loop, time.perf_counter_ns, users=s.users,
                        think_time=s.think_time_s, header=s.affinity_header, salt=s.salt, seed=config.seed,
-                       carry_reasoning=s.carry_reasoning, tool_delay=s.tool_delay_s, tool_result=s.tool_result)
+                       carry_reasoning=s.carry_reasoning, tool_delay=s.tool_delay_s, tool_result=s.tool_result,
+                       rate=s.user_centric_rate)
 
 
 def schedule_plan(config: RunConfig, dataset: Dataset) -> ArrivalPlan | TracePlan | None:

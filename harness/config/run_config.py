@@ -191,6 +191,11 @@ class Sessions(BaseModel):
                                   "text and its tool calls only, as most servers' chat templates drop past reasoning")
     tool_delay_s: str = Field("0", description="a mocked tool: after an answer with tool calls, the next turn waits "
                               "this instead of the think time: seconds (0.5), uniform(lo,hi) or lognormal(median,sigma)")
+    user_centric_rate: float | None = Field(None, gt=0, le=1e5, description="user-centric pacing (AIPerf's "
+                                            "user-centric mode), turns a second over all users: each user's turns "
+                                            "start users/rate s apart (start to start), the users staggered 1/rate "
+                                            "apart; a turn whose previous answer comes later goes at the answer. "
+                                            "Replaces think_time_s; null: turns go after the answer and a think time")
     tool_result: str = Field('{"ok": true}', min_length=1, description="the mocked tool's result: the next turn "
                              "carries one `tool` message of this text per tool call, after the answer that made them")
 
@@ -200,6 +205,9 @@ class Sessions(BaseModel):
 
         think_time_sampler(self.think_time_s)  # ValueError: the config's one line says what to write
         think_time_sampler(self.tool_delay_s, "tool_delay_s")
+        if self.user_centric_rate is not None and self.think_time_s.strip() not in ("0", "0.0"):
+            raise ValueError(f"sessions.user_centric_rate paces each user's turns users/rate apart, start to start; "
+                             f"sessions.think_time_s ({self.think_time_s}) paces them from the answer: set one of them")
         if self.affinity_header is not None and not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}", self.affinity_header):
             raise ValueError(f"sessions.affinity_header {self.affinity_header!r} is not an HTTP header name")
         return self

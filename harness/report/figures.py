@@ -832,6 +832,13 @@ def session_tables(summary: dict[str, Any]) -> list[tuple[str, Table]]:
             ["steps", "calls", "delay p50 ms", "delay p99 ms", "gap min ms", "gap p50 ms"],
             [[f"{tool['count']:,}", f"{tool['calls']:,}", ms(delay["p50"]), ms(delay["p99"]), ms(tgap["min"]),
               ms(tgap["p50"])]])))
+    pace = ses.get("pacing")  # user-centric runs only; absent in older folders
+    if isinstance(pace, dict):
+        late = pace["late_ms"]
+        out.append(("user-centric pacing (each user's turns a gap apart, start to start)", (
+            ["turns/s", "gap ms", "turns", "waited", "late p50", "late p99", "gap min", "achieved/s"],
+            [[f"{pace['rate_per_s']:g}", ms(pace["gap_s"] * 1e3), f"{pace['turns']:,}", f"{pace['waited_for_answer']:,}",
+              ms(late["p50"]), ms(late["p99"]), ms(pace["start_gap_min_ms"]), rate(pace["achieved_per_s"])]])))
     return out
 
 
@@ -845,4 +852,10 @@ def session_lines(summary: dict[str, Any], limit: int = 5) -> list[str]:
            for f in ses["failed"][:limit]]
     if len(ses["failed"]) > limit:
         out.append(f"... and {len(ses['failed']) - limit:,} more failed sessions (summary.json sessions.failed)")
+    pace = ses.get("pacing")
+    if isinstance(pace, dict):
+        out.append(f"user-centric: {pace['rate_per_s']:g} turns/s over the users, each user's turns "
+                   f"{pace['gap_s'] * 1e3:g} ms apart, start to start; waited: turns whose previous answer ended "
+                   "after their tick, so sent at the answer (the server's time); late: each turn's dispatch after its "
+                   "tick (the harness's own lag)")
     return [*out, ses["loadgen_note"]]

@@ -44,8 +44,10 @@ def harness_schedule(config: dict[str, Any]) -> str | None:
     if isinstance(dataset, str) and dataset.startswith("trace:"):
         return "trace replay"
     if isinstance(dataset, str) and is_session_spec(dataset):
-        users = (config.get("sessions") or {}).get("users", 1)
-        return f"sessions, {users} user{'s' if users != 1 else ''} at once"
+        ses = config.get("sessions") or {}
+        users = ses.get("users", 1)
+        rate = f", user-centric at {ses['user_centric_rate']:g} turns/s" if ses.get("user_centric_rate") else ""
+        return f"sessions, {users} user{'s' if users != 1 else ''} at once{rate}"
     n = config.get("concurrency")
     if n:
         return f"closed loop of {n}"

@@ -7,6 +7,9 @@ its predecessor and the think time. A session fails when one of its turns fails;
 later turns are not sent (reason `session_failed`), and the first failed turn is named.
 A turn whose answer's tool calls the mocked tool ran carries `tool_delay_ms`: the gap to
 the next turn's dispatch is a tool step (its delay, and the gap measured), not a think gap.
+A user-centric run's turns carry the tick they were paced for (`paced_ns`): `pacing` says
+how late turns left against it, how many waited for their previous answer, and the
+shortest start-to-start gap of a user's turns.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ def _p(values: np.ndarray) -> dict[str, float | None]:
     return {"p50": d["p50"], "p99": d["p99"]}
 
 
-def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """None for a run without session turns."""
+def session_summary(records: Records | None, entries: list[dict[str, Any]],
+                    settings: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """None for a run without session turns. `settings`: run.yaml's `sessions`."""
     tagged = {int(e["query_id"]): e for e in entries if "session" in e and "turn" in e}
     if records is None or not len(records) or not tagged:
         return None
@@ -48,6 +52,8 @@ def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> d
     errors = c["error"][idx]
     tool_delay = np.array([float(tagged[int(qid[i])].get("tool_delay_ms", np.nan)) for i in rows])
     tool_calls = np.array([len(tagged[int(qid[i])].get("tool_calls") or ()) for i in rows])
+    paced = np.array([int(tagged[int(qid[i])].get("paced_ns", -1)) for i in rows], dtype=np.int64)
+    waited = np.array([bool(tagged[int(qid[i])].get("paced_waited")) for i in rows])
 
     by_turn = []
     for k in range(int(turn.max()) + 1):
@@ -67,6 +73,7 @@ def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> d
     for j, s in enumerate(sess):
         order.setdefault(s, []).append(j)
     durations, think_gaps, tool_gaps, failed = [], [], [], []
+    starts = []  # user-centric: a user's start-to-start gaps
     spans: list[tuple[int, int]] = []
     for s, js in order.items():
         js.sort(key=lambda j: turn[j])
@@ -82,6 +89,8 @@ def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> d
         for a, b in zip(js, js[1:], strict=False):
             if ok[a] and b in sent:
                 (think_gaps if np.isnan(tool_delay[a]) else tool_gaps).append(dispatch[b] - done[a])
+                if paced[b] >= 0:
+                    starts.append(dispatch[b] - dispatch[a])
     # the most sessions open at once, from their first dispatch to their last answer
     edges = sorted([(t0, 1) for t0, _ in spans] + [(t1, -1) for _, t1 in spans], key=lambda e: (e[0], e[1]))
     open_now = open_max = 0
@@ -100,9 +109,30 @@ def session_summary(records: Records | None, entries: list[dict[str, Any]]) -> d
                          **_p(np.array(think_gaps, dtype=float))},
         "open_max": open_max,
         "tool_steps": _tool_steps(tool_delay, tool_calls, tool_gaps),
+        "pacing": _pacing(settings or {}, paced, dispatch, starts, waited),
         "by_turn": by_turn,
         "loadgen_note": LOADGEN_NOTE,
     }
+
+
+def _pacing(settings: dict[str, Any], paced: np.ndarray, dispatch: np.ndarray, starts: list[int],
+            waited: np.ndarray) -> dict[str, Any] | None:
+    """User-centric pacing, kept or not: the offered rate and each user's gap, the turns
+    sent against a tick, how late they left after it (the harness's own lag: a tick is
+    moved to the previous answer when that came later), how many ticks were so moved (the
+    server's time, not the harness's), the shortest start-to-start gap of a user's turns,
+    and the rate achieved."""
+    rate = settings.get("user_centric_rate")
+    sent = (paced >= 0) & (dispatch > 0)
+    if not rate or not sent.any():
+        return None
+    late = distribution(((dispatch - paced)[sent]).astype(float) / NS_PER_MS, percentiles=(50, 99))
+    t = np.sort(dispatch[sent])
+    return {"mode": "user_centric", "rate_per_s": float(rate), "gap_s": settings.get("users", 1) / float(rate),
+            "turns": int(sent.sum()), "waited_for_answer": int((waited & sent).sum()),
+            "late_ms": {"p50": late["p50"], "p99": late["p99"], "max": late["max"]},
+            "start_gap_min_ms": float(min(starts)) / NS_PER_MS if starts else None,
+            "achieved_per_s": (len(t) - 1) / ((t[-1] - t[0]) / 1e9) if len(t) > 1 and t[-1] > t[0] else None}
 
 
 def _tool_steps(delay_ms: np.ndarray, calls: np.ndarray, gaps: list[int]) -> dict[str, Any]:

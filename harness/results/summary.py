@@ -398,7 +398,7 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "backend": child.get("backend"),
         "dataset": child.get("dataset"),
     }
-    summary["sessions"] = session_summary(rec, token_entries)
+    summary["sessions"] = session_summary(rec, token_entries, config.get("sessions"))
     # a timed schedule (arrivals, a trace): was it kept? (harness.results.schedule_lag)
     lag = lag_section(run_dir, rec, config, child)
     if lag is not None:

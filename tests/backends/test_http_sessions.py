@@ -312,3 +312,75 @@ def test_a_chat_file_asks_for_tool_calls_and_bad_arguments_fail_the_session(run_
     assert [(x["session"], x["turn"], x["reason"].split(":")[0]) for x in ses["failed"]] == [("bad", 1, "malformed_tool_call")]
     assert (ses["tool_steps"]["count"], ses["tool_steps"]["calls"], ses["turns_not_sent"]) == (1, 1, 1)
     assert ses["tool_steps"]["gap_ms"]["min"] >= 10
+
+
+def _pacing_rows(run_dir: Path) -> list[tuple[int, int, int, int, bool]]:
+    """(session order, turn, dispatch, paced tick, tick moved) per turn, from the records and tokens.jsonl."""
+    rec = read_records(run_dir).columns
+    entries = {e["query_id"]: e for e in read_token_entries(run_dir) if "session" in e}
+    return [(int(entries[int(q)]["session"][1:]), entries[int(q)]["turn"], int(rec["dispatch_ns"][i]),
+             entries[int(q)]["paced_ns"], bool(entries[int(q)].get("paced_waited"))) for i, q in enumerate(rec["query_id"])]
+
+
+def test_user_centric_pacing_offers_its_rate_with_each_users_turns_a_gap_apart(run_harness):
+    """3 users at 15 turns/s against a server that answers well inside the 200 ms gap: the
+    users' first turns are ticked 1/15 s apart, every turn leaves at or after its tick, a
+    user's turns start at least 200 ms apart (start to start, not from the answer), no tick
+    waits for an answer, and the rate achieved is the one offered within what the measured
+    lateness allows."""
+    rate, users, n, turns = 15.0, 3, 6, 3
+    gap_ns = users / rate * 1e9
+    truth = SessionTruth()
+    with ServerThread(openai_app(Timing(ttft_ms=20, tpot_ms=3), sessions=truth)) as srv:
+        run_dir, s = _run(run_harness, srv, f"synthetic-sessions:n={n},turns={turns},isl=8,osl=6",
+                          think_time_s="0", user_centric_rate=rate)
+    assert truth.mismatches == 0, truth.mismatch_notes
+    jsonschema.validate(s, json.loads(SCHEMA.read_text()))
+    assert s["schedule"]["kind"] == "sessions, 3 users at once, user-centric at 15 turns/s"
+    rec = read_records(run_dir).columns
+    answer_ms = (rec["complete_ns"] - rec["dispatch_ns"]).max() / 1e6
+    assert answer_ms < gap_ns / 1e6, f"the server answered in {answer_ms:.1f} ms, past the {gap_ns / 1e6:g} ms gap"
+    rows = _pacing_rows(run_dir)
+    pace = s["sessions"]["pacing"]
+    assert (pace["mode"], pace["rate_per_s"], pace["gap_s"], pace["turns"]) == ("user_centric", rate, users / rate, n * turns)
+    assert pace["waited_for_answer"] == 0 and not any(r[4] for r in rows)
+    assert all(d >= p for _, _, d, p, _ in rows)  # nothing before its tick
+    late = [(d - p) / 1e6 for _, _, d, p, _ in rows]
+    assert pace["late_ms"]["max"] == pytest.approx(max(late))
+    firsts = sorted(p for sess, k, _, p, _ in rows if k == 0 and sess < users)
+    assert [p - firsts[0] for p in firsts] == [int(j * 1e9 / rate) for j in range(users)]  # staggered 1/rate
+    assert pace["start_gap_min_ms"] >= gap_ns / 1e6  # start to start
+    # the last tick of the last-staggered user is 2/rate + 5 gaps after the first; each of its
+    # 6 turns may leave up to the measured worst lateness after its tick
+    ideal = (users - 1) / rate + (n // users * turns - 1) * gap_ns / 1e9
+    worst = pace["late_ms"]["max"] / 1e3
+    span = n * turns - 1
+    assert span / (ideal + n // users * turns * worst) <= pace["achieved_per_s"] <= span / (ideal - worst), pace
+    text = io.StringIO()
+    render(s, Console(file=text, width=80), str(run_dir))
+    out = text.getvalue()
+    assert "user-centric pacing" in out and "…" not in out and all(len(line) <= 80 for line in out.splitlines())
+    from harness.analysis.run_data import load_run
+
+    assert "user-centric pacing" in render_markdown(load_run(run_dir, s))
+
+
+def test_user_centric_turns_wait_for_a_slow_answer_and_say_so(run_harness):
+    """The same pacing, 100 ms gaps, against a server slower than the gap: each later turn
+    and each session that takes a freed user waits for the answer before it (a user cannot
+    ask before reading), and is counted as waited; the users' first sessions are not."""
+    rate, users, n, turns = 30.0, 3, 6, 3
+    truth = SessionTruth()
+    with ServerThread(openai_app(Timing(ttft_ms=150, tpot_ms=5), sessions=truth)) as srv:
+        run_dir, s = _run(run_harness, srv, f"synthetic-sessions:n={n},turns={turns},isl=8,osl=6",
+                          think_time_s="0", user_centric_rate=rate)
+    assert truth.mismatches == 0, truth.mismatch_notes
+    rows = _pacing_rows(run_dir)
+    pace = s["sessions"]["pacing"]
+    # all but the users' first turns (injected 150 ms TTFT > the 100 ms gap)
+    assert pace["waited_for_answer"] == n * turns - users == sum(r[4] for r in rows)
+    assert not any(w for sess, k, _, _, w in rows if sess < users and k == 0)
+    rec = read_records(run_dir).columns
+    answer_min_ms = (rec["complete_ns"] - rec["dispatch_ns"]).min() / 1e6
+    assert pace["start_gap_min_ms"] >= answer_min_ms  # each waited for an answer at least that long
+    assert all(d >= p for _, _, d, p, _ in rows)

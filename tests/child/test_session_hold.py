@@ -168,3 +168,59 @@ def test_a_tool_call_answer_waits_the_tool_delay_and_its_results_go_back():
     assert [c["id"] for c in msgs[1]["tool_calls"]] == ["call_a", "call_b"]
     assert msgs[2:4] == [{"role": "tool", "tool_call_id": "call_a", "content": "RESULT"},
                          {"role": "tool", "tool_call_id": "call_b", "content": "RESULT"}]
+
+
+def test_user_centric_pacing_staggers_the_users_and_spaces_each_users_turns():
+    """users=2 at 20 turns/s: the users' first turns are paced 1/20 s apart from the issue,
+    each user's next turn users/rate = 100 ms after its previous one left (not after the
+    answer), and a third session takes the slot a session freed, a gap after its last turn
+    left. The ticks go to tokens.jsonl's tags (`paced_ns`); nothing leaves before its tick."""
+    rate, users = 20.0, 2
+    gap = int(users / rate * 1e9)
+
+    async def run() -> dict[int, tuple[int, int]]:
+        loop = asyncio.get_running_loop()
+        hold = _hold("synthetic-sessions:n=3,turns=2,isl=4,osl=2", loop, users=users, rate=rate)
+        woke = asyncio.Event()
+        hold.wake = woke.set
+        issued = time.perf_counter_ns()
+        hold.put([Issued(100 + i, i) for i in range(6)], issued)
+        sent: dict[int, tuple[int, int]] = {}  # index -> the clock just before and just after take_one gave it
+
+        async def next_one() -> int:
+            while True:
+                before = time.perf_counter_ns()
+                item = hold.take_one()
+                if item is not None:
+                    sent[item[1]] = (before, time.perf_counter_ns())
+                    return item[1]
+                woke.clear()
+                await asyncio.wait_for(woke.wait(), 5)
+
+        order = []
+        order.append(await next_one())  # session 0's first turn, at the issue
+        hold.done(order[-1], "a", "", time.perf_counter_ns())  # answered at once: its next turn still waits a gap
+        order.append(await next_one())  # session 1's first turn, 50 ms after the issue
+        order.append(await next_one())  # session 0's second turn, a gap after its first left
+        hold.done(order[-2], "b", "", time.perf_counter_ns())
+        hold.done(order[-1], "c", "", time.perf_counter_ns())  # session 0 ends: its slot is free a gap later
+        order.append(await next_one())  # session 1's second turn
+        order.append(await next_one())  # session 2's first turn, on session 0's slot
+        hold.done(order[-2], "d", "", time.perf_counter_ns())
+        hold.done(order[-1], "e", "", time.perf_counter_ns())
+        order.append(await next_one())
+        assert order == [0, 2, 1, 3, 4, 5]
+        return {i: (sent[i], hold.tags(i)["paced_ns"]) for i in order} | {-1: ((issued, issued), issued)}
+
+    at = asyncio.run(run())
+    issued = at.pop(-1)[0][0]
+    for i, ((_, after), paced) in at.items():
+        assert after >= paced, i  # never before its tick
+
+    def a_gap_after(prev: int, nxt: int) -> bool:  # the hold read its clock inside take_one
+        return at[prev][0][0] + gap <= at[nxt][1] <= at[prev][0][1] + gap
+
+    assert at[0][1] == issued and at[2][1] == issued + int(1e9 / rate)  # staggered 1/rate
+    assert a_gap_after(0, 1) and a_gap_after(2, 3)  # start to start, not from the answer
+    assert a_gap_after(1, 4)  # the freed slot: a gap after its last session's last turn left
+    assert a_gap_after(4, 5)

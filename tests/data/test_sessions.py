@@ -113,5 +113,11 @@ def test_config_refuses_sessions_outside_offline_and_with_concurrency():
     with pytest.raises(ValueError, match="not an HTTP header name"):
         RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2",
                   sessions={"affinity_header": "X Session"})
+    # two clocks for one user's turns: refused, naming both
+    with pytest.raises(ValueError, match=r"think_time_s \(0.5\) paces them from the answer: set one of them"):
+        RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2",
+                  sessions={"user_centric_rate": 4, "think_time_s": "0.5"})
+    with pytest.raises(ValueError, match="greater than 0"):
+        RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2", sessions={"user_centric_rate": 0})
     with pytest.raises(ValueError, match="drop min_duration_s, min_query_count; the dataset's n sets the run's size"):
         RunConfig(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2", min_duration_s=10, min_query_count=5)
