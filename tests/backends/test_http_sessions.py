@@ -37,6 +37,17 @@ def _run(run_harness: Any, srv: ServerThread, dataset: str, **sessions: Any) -> 
     )  # fmt: skip
 
 
+def _schema_checked_terminal(s: dict[str, Any], run_dir: Path) -> str:
+    """The summary holds to the schema, and its terminal view fits 80 columns: that view's text."""
+    schema = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    assert [f"{list(e.path)}: {e.message}" for e in schema.iter_errors(s)] == []
+    console = Console(width=80, record=True, file=io.StringIO())
+    render(s, console, str(run_dir))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    return text
+
+
 def test_sessions_carry_history_pace_and_match_the_servers_ttft(run_harness):
     truth = SessionTruth()
     # a prefill that costs 0.5 ms a prompt word not already cached: later turns are longer
@@ -129,12 +140,7 @@ def test_a_failing_turn_fails_its_session_and_later_turns_are_not_sent(run_harne
     assert reasons[1] == "session_failed: turn 1 of session bad failed (http_503); turn 2 not sent", reasons
     assert s["harness"]["failures_by_reason"] == {"http_503": 1, "session_failed": 1}
     # the section is what the schema says, and the views show it (the terminal's in 80 columns)
-    schema = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
-    assert [f"{list(e.path)}: {e.message}" for e in schema.iter_errors(s)] == []
-    console = Console(width=80, record=True, file=io.StringIO())
-    render(s, console, str(run_dir))
-    text = console.export_text()
-    assert max(len(line) for line in text.splitlines()) <= 80
+    text = _schema_checked_terminal(s, run_dir)
     assert "session bad failed at turn 1: http_503" in text
     assert re.search(r"^3 +2 +1 +7/9 ", text, re.M), text  # sessions, done, failed, turns ok
     from harness.analysis.run_data import load_run
@@ -242,12 +248,7 @@ def test_tool_calls_get_the_mocked_tools_results_after_its_delay(run_harness):
     assert steps["gap_ms"]["min"] == pytest.approx(min(gaps))
     # the think gaps are turn 1 -> 2 only, and each waited the think time
     assert s["sessions"]["think_gap_ms"]["min"] >= think_s * 1e3
-    schema = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
-    assert [f"{list(e.path)}: {e.message}" for e in schema.iter_errors(s)] == []
-    console = Console(width=80, record=True, file=io.StringIO())
-    render(s, console, str(run_dir))
-    text = console.export_text()
-    assert max(len(line) for line in text.splitlines()) <= 80
+    text = _schema_checked_terminal(s, run_dir)
     assert re.search(r"^8 +8 +\d+\.\d{3} +\d+\.\d{3} +\d+\.\d{3} +\d+\.\d{3}\s*$", text, re.M), text  # steps, calls
     from harness.analysis.run_data import load_run
     from harness.report.html import render_html
