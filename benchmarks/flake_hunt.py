@@ -3,6 +3,9 @@ what fails: the flake hunt of docs/testing.md.
 
     python benchmarks/flake_hunt.py --runs 20 tests/child/test_scenarios.py tests/backends/test_http_truth.py
     python benchmarks/flake_hunt.py --runs 5 --markdown          # the default list, a table for docs/testing.md
+    python benchmarks/flake_hunt.py --runs 20 "tests/run/test_telemetry.py::test_a tests/run/test_telemetry.py::test_b"
+
+An entry may be several test ids separated by spaces: one pytest run, one row of the table.
 
 Quiet and busy runs alternate round by round (this machine is shared and bursty: a burst
 then hits both sides alike). "Busy" is one process spinning on the CPU for the whole run,
@@ -50,7 +53,7 @@ def run_file(path: str, busy: bool, env: dict[str, str]) -> tuple[float, list[tu
     hog = spin() if busy else None
     try:
         t0 = time.monotonic()
-        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", path],
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *path.split()],
                              cwd=ROOT, capture_output=True, text=True, env=env)
         took = time.monotonic() - t0
     finally:
