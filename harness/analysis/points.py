@@ -42,6 +42,8 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
     schedule = summary.get("schedule") if isinstance(summary.get("schedule"), dict) else None
     goodput = tokens.get("goodput") or _e2e_goodput(run_dir, summary)
     succeeded = ours.get("succeeded") or 0
+    token_run = bool(config.get("use_token_latencies"))
+    lg_bounds = (tokens.get("loadgen") or {}) if token_run else {}
     figures = headline(run_dir)  # timed from dispatch on a schedule the harness owns
     from_dispatch = timed_from_dispatch(summary)
     # the share of the latency from issue spent before dispatch: a queue in the client on
@@ -74,13 +76,14 @@ def point_entry(run_dir: Path, values: dict[str, Any], role: str = "point") -> d
         # LoadGen's figure where it has one (the headline), the harness's otherwise
         "completed_per_s": lg.get("throughput_per_s") or ours.get("throughput_per_s"),
         "metrics": figures,
-        "loadgen_latency_ms": {k: (lg.get("latency_ms") or {}).get(k) for k in ("p50", "p99")},
+        "loadgen_latency_ms": {k: (lg.get("latency_ms") or {}).get(k) for k in ("min", "p50", "p99")},
         "latency_mean_ms": latency_mean,
         "latency_bound_ms": (eff.get("target_latency_ns") or 0) / 1e6 or None,
         "latency_percentile": eff.get("target_latency_percentile") if scenario == "Server" else None,
-        # LoadGen logs no effective TTFT/TPOT bound: the run's own settings are what it used
-        "ttft_bound_ms": config.get("ttft_latency_ms") if config.get("use_token_latencies") else None,
-        "tpot_bound_ms": config.get("tpot_latency_ms") if config.get("use_token_latencies") else None,
+        # the TTFT/TPOT bounds LoadGen judged by (its detail log's requested ones: an LLM
+        # benchmark's come from mlperf.conf, Interactive's tighter), else the run's settings
+        "ttft_bound_ms": lg_bounds.get("ttft_bound_ms") or (config.get("ttft_latency_ms") if token_run else None),
+        "tpot_bound_ms": lg_bounds.get("tpot_bound_ms") or (config.get("tpot_latency_ms") if token_run else None),
         "queue_ms": queue_mean,
         "queue_share": queue_share,
         "goodput_rate": goodput.get("rate"),
@@ -147,12 +150,18 @@ def saturated(entry: dict[str, Any]) -> bool:
     """The SUT completed clearly less than LoadGen offered (Server only).
 
     LoadGen's completed rate counts to the last completion, its offered rate to the last
-    issue: even an idle system trails by the last request's latency. Over a run of N
-    queries that is a share of about 1/N (16 LLM queries: 6 % short at a rate they met),
-    so a deficit counts as saturation past 5 % or 2/N, whichever is larger."""
+    issue: even an idle system trails by the last request's latency, at least the shortest
+    one LoadGen measured. Over a run of N queries offered at λ that is a share of about
+    λ x latency / N: 1/N for a short latency (16 LLM queries: 6 % short at a rate they
+    met), but 20 queries at 32/s whose every answer takes 700 ms (Little's law: 22 in
+    flight) trail by half the run while the server keeps up. So a deficit counts as
+    saturation past 5 %, or past (2 + λ x shortest latency) / N, whichever is larger. A
+    saturated server's deficit grows with its queue, not with its shortest latency."""
     offered, completed = entry.get("offered_per_s"), entry.get("completed_per_s")
     n = entry.get("samples") or 0
-    allowed = max(1 - SATURATED, 2 / n if n else 0.0)
+    shortest = (entry.get("loadgen_latency_ms") or {}).get("min")  # absent in older sweep.json
+    in_flight = offered * shortest / 1e3 if offered and shortest else 0.0
+    allowed = max(1 - SATURATED, (2 + in_flight) / n if n else 0.0)
     return bool(offered and completed is not None and completed < (1 - allowed) * offered)
 
 

@@ -32,9 +32,12 @@ def init(ray: Any, spec: Distribute) -> bool:
         return False
     if spec.address is None:
         # A local cluster of this machine only: loopback, no usage report, no dashboard.
+        # address="local": a new one, always. Without it ray.init joins the last cluster
+        # started on this host (RAY_ADDRESS, or /tmp/ray/ray_current_cluster that `ray start`
+        # writes), so a run meant for a private local Ray would land on a user's cluster.
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(include_dashboard=False, _node_ip_address=LOCAL_NODE_IP, log_to_driver=False,
+        ray.init(address="local", include_dashboard=False, _node_ip_address=LOCAL_NODE_IP, log_to_driver=False,
                  logging_level=logging.WARNING, configure_logging=False)
     else:
         try:

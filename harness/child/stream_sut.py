@@ -333,6 +333,9 @@ class StreamingSUT:
             #: accuracy mode: the answer's generated token ids, logged to LoadGen as int32
             ids: list[int] | None = [] if self._log_ids else None
             ids_source: str | None = None
+            #: accuracy mode, no ids from the server: the first chunk's text and the ids the
+            #: tokenizer made of it for FirstTokenComplete, which the logged answer must lead with
+            lead: tuple[str, list[int]] | None = None
             bug: Exception | None = None
             if held is not None:  # built now, from the answers so far; or not sent, with the reason
                 sample, error = held.request(index)
@@ -346,7 +349,10 @@ class StreamingSUT:
                             if not first_token:
                                 first_token = t
                                 if self.first_token_calls:
-                                    self._out.first(qid, self._first_ids(chunk, ids) if ids is not None else chunk.text)
+                                    first_data = self._first_ids(chunk, ids) if ids is not None else chunk.text
+                                    if ids is not None and not ids and not chunk.token_ids and not chunk.reasoning:
+                                        lead = (chunk.text, first_data.tolist())  # the tokenizer's ids of this text
+                                    self._out.first(qid, first_data)
                             times.append(t)
                             counts.append(chunk.n_tokens)
                             if chunk.reasoning:
@@ -387,7 +393,7 @@ class StreamingSUT:
             answer: str | None = None
             logged: np.ndarray | None = None
             if ids is not None and not error and output is None:
-                answer, ids, ids_source, error = self._answer_ids(texts, ids)
+                answer, ids, ids_source, error = self._answer_ids(texts, ids, lead)
                 logged = np.asarray(ids, dtype=np.int32) if not error else None
                 if not error:
                     lg_tokens = len(ids)  # the count LoadGen gets is the count of ids it logs
@@ -498,12 +504,18 @@ class StreamingSUT:
             return np.zeros(0, dtype=np.int32)
         return np.asarray(list(ids), dtype=np.int32)
 
-    def _answer_ids(self, texts: list[str], ids: list[int]) -> tuple[str, list[int], str | None, str]:
+    def _answer_ids(self, texts: list[str], ids: list[int],
+                    lead: tuple[str, list[int]] | None = None) -> tuple[str, list[int], str | None, str]:
         """(text, ids, where the ids came from, failure) of an answer in accuracy mode.
 
         The ids the chunks carried (the model's, or the server's), else the backend's
         tokenizer's ids of the whole text: tokenized only here, in accuracy mode, never on a
-        performance run's path. An answer of fewer than 2 tokens fails with its reason:
+        performance run's path. `lead` is the first chunk's text and the tokenizer's ids of it
+        alone, which FirstTokenComplete got: where the whole text's ids do not begin with
+        them (a tokenizer merges across the chunk's end: "Th" then "e council" is [1082]
+        alone, [504] together), the answer's ids are the lead's then the rest's, so the
+        first token LoadGen logged is the answer's first id (TEST06) for an honest server,
+        and the ids still spell the same text. An answer of fewer than 2 tokens fails with its reason:
         LoadGen logs an error for every sample under 2 tokens, and a 0-token answer has
         nothing to score."""
         text = "".join(texts)
@@ -517,6 +529,8 @@ class StreamingSUT:
                                          f"({self.backend.tokenizer_hint})")
             try:
                 ids = list(tokenize(text)) if text else []
+                if lead is not None and lead[1] and ids[:len(lead[1])] != lead[1] and text.startswith(lead[0]):
+                    ids = [*lead[1], *tokenize(text[len(lead[0]):])]
             except Exception as e:  # noqa: BLE001 - the backend's tokenizer failed this answer
                 return text, [], None, f"tokenize: {_failure_text(e)}"
             source = "tokenizer"

@@ -816,7 +816,9 @@ def session_tables(summary: dict[str, Any]) -> list[tuple[str, Table]]:
     if not isinstance(ses, dict):
         return []
     dur, gap = ses["duration_ms"], ses["think_gap_ms"]
-    overview = (["sessions", "done", "failed", "turns ok", "dur p50 ms", "dur p99 ms", "think min ms", "open max"],
+    # answer to next dispatch: a think time, or (user-centric) the wait for the user's next tick
+    gap_label = "idle min ms" if isinstance(ses.get("pacing"), dict) else "think min ms"
+    overview = (["sessions", "done", "failed", "turns ok", "dur p50 ms", "dur p99 ms", gap_label, "open max"],
                 [[f"{ses['count']:,}", f"{ses['completed']:,}", f"{len(ses['failed']):,}",
                   f"{ses['turns_completed']:,}/{ses['turns']:,}", ms(dur["p50"]), ms(dur["p99"]), ms(gap["min"]),
                   str(ses["open_max"])]])

@@ -1,4 +1,5 @@
-"""`harness capacity`: the highest Server rate (target_qps) at which a run meets its targets.
+"""`harness capacity`: the highest Server rate (target_qps) at which a run meets its targets
+(Server, or an LLM benchmark's Interactive: the same search under its tighter bounds).
 
 The search is a harness.run.sweep strategy, so a capacity search is a sweep folder: one
 ordinary run per try, sweep.json with every try, and a `capacity` section.
@@ -65,9 +66,11 @@ class Search:
             raise ConfigError(f"--attainment {self.attainment}: give a share between 0 and 1, e.g. 0.99")
         if self.attainment is not None and not self.base.slo:
             raise ConfigError("--attainment needs per-request targets: add --slo ttft_ms=500 (and/or tpot_ms, e2e_ms)")
-        if self.base.scenario != "Server":
+        # Interactive is LoadGen's Server under the benchmark's tighter TTFT/TPOT bounds: its
+        # capacity is the rate that meets those, searched the same way
+        if self.base.scenario not in ("Server", "Interactive"):
             raise ConfigError(f"capacity searches the Server rate; the config's scenario is {self.base.scenario} "
-                              "(use --scenario Server, or `harness sweep` for other loads)")
+                              "(use --scenario Server or Interactive, or `harness sweep` for other loads)")
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], base: RunConfig) -> Search:

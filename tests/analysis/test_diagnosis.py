@@ -32,6 +32,25 @@ def finding(findings: list[dict[str, Any]], start: str) -> dict[str, Any] | None
     return next((f for f in findings if f["finding"].startswith(start)), None)
 
 
+def test_a_deficit_the_latency_explains_is_not_saturation():
+    """LoadGen's completed rate trails its offered one by the last request's latency: λ x
+    latency / N of the run. 20 queries at 32/s whose every answer takes 700 ms complete at
+    ~15/s while the server keeps up; the same deficit with 5 ms answers is saturation, as
+    is a long run's 50 % deficit whatever its latency."""
+    from harness.analysis.points import saturated
+
+    def entry(offered, completed, n, shortest_ms):
+        return {"offered_per_s": offered, "completed_per_s": completed, "samples": n,
+                "loadgen_latency_ms": {"min": shortest_ms, "p50": shortest_ms, "p99": shortest_ms}}
+
+    assert not saturated(entry(32, 15, 20, 700))
+    assert saturated(entry(32, 15, 20, 5))
+    assert saturated(entry(100, 50, 1000, 10))
+    assert not saturated(entry(100, 96, 1000, 10)) and saturated(entry(100, 94, 1000, 10))  # the 5 % floor
+    old = {"offered_per_s": 32, "completed_per_s": 15, "samples": 20}  # a sweep.json from before: 2/N
+    assert saturated(old) and not saturated({**old, "completed_per_s": 29})
+
+
 def test_fit_is_least_squares():
     a, b, r2 = fit([1.0, 2.0, 3.0, 4.0], [5.0, 7.0, 9.0, 11.0])
     assert (round(a, 9), round(b, 9), r2) == (3.0, 2.0, 1.0)

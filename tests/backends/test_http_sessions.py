@@ -143,6 +143,7 @@ def test_a_failing_turn_fails_its_session_and_later_turns_are_not_sent(run_harne
     text = _schema_checked_terminal(s, run_dir)
     assert "session bad failed at turn 1: http_503" in text
     assert re.search(r"^3 +2 +1 +7/9 ", text, re.M), text  # sessions, done, failed, turns ok
+    assert "think min ms" in text and "idle min" not in text  # think times, not user-centric ticks
     from harness.analysis.run_data import load_run
 
     md = render_markdown(load_run(run_dir, s))
@@ -361,6 +362,8 @@ def test_user_centric_pacing_offers_its_rate_with_each_users_turns_a_gap_apart(r
     render(s, Console(file=text, width=80), str(run_dir))
     out = text.getvalue()
     assert "user-centric pacing" in out and "…" not in out and all(len(line) <= 80 for line in out.splitlines())
+    # no think time here: the answer-to-next-turn gap is the wait for the user's tick
+    assert "idle min ms" in out and "think min" not in out
     from harness.analysis.run_data import load_run
 
     assert "user-centric pacing" in render_markdown(load_run(run_dir, s))

@@ -159,3 +159,20 @@ def test_a_node_lost_mid_run_fails_only_its_replicas_calls(nodes, tmp_path, whol
         if not r["lost"]:
             assert ok[mine].all()
     assert len(worker) == s["loadgen"]["query_count"]
+
+
+def test_a_run_without_an_address_starts_its_own_ray_beside_a_running_cluster(nodes, tmp_path):
+    """`ray.init()` with no address joins the last cluster started on this host (the one
+    `ray start` or this fixture recorded in /tmp/ray/ray_current_cluster). A run without
+    distribute.address promises a private local Ray: it must start one, not join the
+    cluster that happens to run here."""
+    import ray
+
+    assert ray._private.utils.read_ray_address() == nodes.cluster.gcs_address  # the trap is set
+    config = RunConfig(backend="synthetic", backend_options={"service_time_ms": 2}, max_batch=4, min_duration_s=0.5,
+                       scenario="Offline", offline_expected_qps=1000, distribute={"replicas": 2})
+    out = runner.run(config, tmp_path)
+    cluster = _cluster(out.run_dir)
+    assert out.summary["status"] == "complete" and out.summary["harness"]["success_rate"] == 1.0
+    theirs = {nodes.cluster.head_node.node_id, *(w.node_id for w in nodes.workers)}
+    assert len(cluster["nodes"]) == 1 and cluster["nodes"][0]["node_id"] not in theirs, cluster["nodes"]

@@ -18,8 +18,8 @@ from harness.analysis.compliance import compliance_files, eos_token_id_for, load
 from harness.config.run_config import RunConfig
 from harness.results.loadgen_log import read_accuracy_log, read_detail
 from harness.run.audit import run_audit
-from tests.results.test_text_accuracy import _answers, write_cnn_eval
-from tests.support.http_servers import ServerThread, Timing, openai_app
+from tests.results.test_text_accuracy import _answers, _gguf, write_cnn_eval
+from tests.support.http_servers import ServerThread, Timing, answer_pieces, openai_app
 
 EOS = 7
 
@@ -91,6 +91,42 @@ def test_a_server_padding_answers_with_eos_fails_the_eos_check(tmp_path: Path):
     text = (Path(result["audit_dir"]) / "TEST06" / "verify_accuracy.txt").read_text().splitlines()
     assert text[:4] == ["First token check pass: Skipped", "EOS check pass: False", "Sample length check pass: True",
                         "TEST06 verification failed"]
+
+
+def test_an_honest_server_without_ids_passes_when_its_first_chunk_cuts_a_word(tmp_path: Path):
+    """A server that sends no ids, each answer's first chunk two letters ("Co", then "uncil
+    approves ..."): the backend's tokenizer (SmolLM2's .gguf) makes the ids. Tokenized alone
+    the first chunk is not the start of the whole answer's ids ([8959] against [51, 4400]),
+    so an answer tokenized whole would fail an honest server's first-token check. The
+    logged answer leads with the first chunk's ids, then the rest's, and still spells the
+    answer."""
+    from llama_cpp import Llama
+
+    vocab = Llama(model_path=_gguf(), vocab_only=True, verbose=False)
+
+    def tokenize(text: str) -> list[int]:
+        return vocab.tokenize(text.encode(), add_bos=False, special=False)
+
+    answers = _answers()
+    # the case this test is for: every answer's first two letters merge across the cut
+    assert all(tokenize(a)[:len(tokenize(a[:2]))] != tokenize(a[:2]) for a in answers.values())
+    data = write_cnn_eval(tmp_path / "cnn_eval.json")
+    with ServerThread(openai_app(Timing(), answers=answers, cut=lambda a: [a[:2], *answer_pieces(a[2:])])) as srv:
+        config = _config(srv.url, data, "Server")
+        config = config.model_copy(update={"backend_options": {**config.backend_options, "tokenizer": _gguf()}})
+        result = run_audit("TEST06", config, tmp_path)
+    f = result.figures
+    assert result.passed and result.conclusive, result.message
+    assert f["entries"] >= 90 and f["first_token_mismatches"] == f["length_mismatches"] == 0
+    by_text = {a: (tokenize(a[:2]), tokenize(a[2:])) for a in answers.values()}
+    spelled = set()
+    for e in read_accuracy_log(Path(f["audit_run"])):
+        ids = np.frombuffer(bytes.fromhex(e["data"]), np.int32).tolist()
+        first = np.frombuffer(bytes.fromhex(e["token_data"]), np.int32).tolist()
+        text = vocab.detokenize(ids).decode()
+        assert text in by_text and ids == [*by_text[text][0], *by_text[text][1]] and first == by_text[text][0]
+        spelled.add(text)
+    assert len(spelled) >= 2
 
 
 def _entry(data: list[int], token_data: list[int] | None = None, token_count: int | None = None) -> dict:

@@ -251,3 +251,28 @@ def test_a_start_far_below_the_capacity_is_bracketed_in_a_few_strides():
     assert first_fail == 6 and rates[:7] == expected[:7], (rates, expected)
     _, lo, hi, why = search.walk(entries)
     assert why == "converged" and lo <= 3000 < hi and (hi - lo) / lo <= 0.02
+
+
+@pytest.mark.parametrize("scenario,bound_ms", [("Interactive", 500), ("Server", 2000)])
+def test_interactive_capacity_judges_each_try_by_the_interactive_bounds(tmp_path: Path, scenario, bound_ms):
+    """llama3_1-8b's Interactive is LoadGen's Server under mlperf.conf's tighter bounds (TTFT
+    p99 500 ms, against Server's 2,000). A server whose every first token takes 700 ms: an
+    Interactive try fails by TTFT against 500 ms, a Server try at the same rate does not.
+    One try each (the time budget ends the search after it: exit 3, incomplete)."""
+    from tests.support.http_servers import ServerThread, Timing, openai_app
+
+    with ServerThread(openai_app(Timing(ttft_ms=700, tpot_ms=2, tokens=6))) as srv:
+        out = capacity("--backend", "http", "--benchmark", "llama3_1-8b", "--scenario", scenario,
+                       "--dataset", "synthetic:isl=16,osl=6,n=32", "--set", "protocol=openai-chat",
+                       "--set", f"url={srv.url}/v1", "--set", "min_duration_s=0.5", "--set", "min_query_count=20",
+                       "--start-qps", "40", "--need", "1", "--of", "1", "--budget-s", "0.1",
+                       "--output-dir", str(tmp_path))
+    assert out.returncode == EXIT_INCOMPLETE, out.stdout + out.stderr
+    (point,) = sweep_json(tmp_path)["points"]
+    assert point["role"] == "try" and point["scenario"] == scenario and point["target_qps"] == 32
+    assert point["ttft_bound_ms"] == bound_ms  # the bound LoadGen judged by, from its log
+    assert point["metrics"]["ttft_p99"] > 700
+    from harness.analysis.points import verdict
+
+    passed, why = verdict(point, None)
+    assert (why == "TTFT p99") == (scenario == "Interactive"), (passed, why, point["validity"], point["reasons"])

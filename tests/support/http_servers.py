@@ -316,7 +316,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                sent_ids: dict[str, list[int]] | None = None,
                truncate_above: int | None = None, truncate_words: int = 3,
                truncated: list[str] | None = None, lead_ids: list[int] | None = None,
-               sessions: SessionTruth | None = None) -> web.Application:
+               sessions: SessionTruth | None = None,
+               cut: Callable[[str], list[str]] = answer_pieces) -> web.Application:
     """With `api_key`, requests without that bearer token get a 401 that echoes what they
     sent, as careless servers do: the harness must keep the key out of its records anyway.
     With `received`, each request's prompt (a chat's last message; a list of token ids as
@@ -329,8 +330,9 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
     the arrival, is what it really did on a machine that made it late.
 
     With `answers` (prompt -> answer text; a chat's last message is its prompt), a prompt
-    found there is answered with that text, one word a chunk (`answer_pieces`), whatever
-    max_tokens says: a test knows which answers are right. With `token_ids` (the server's
+    found there is answered with that text, one word a chunk (`answer_pieces`, or `cut`:
+    how the answer is cut into chunks), whatever max_tokens says: a test knows which
+    answers are right. With `token_ids` (the server's
     tokenizer) a request asking for `return_token_ids` (vLLM's field) gets each piece's ids
     in `choices[0].token_ids`, and `sent_ids` (prompt -> ids) keeps what was sent. With
     `truncate_above`, an answer given while more than that many requests are open at the
@@ -393,7 +395,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
         n = int(body.get("max_tokens") or timing.tokens)
         pieces: list[str] | None = None
         if answers is not None and text in answers:
-            pieces = answer_pieces(answers[text])
+            pieces = cut(answers[text])
             if truncate_above is not None and in_flight > truncate_above:
                 pieces = pieces[:truncate_words]
                 if truncated is not None:
