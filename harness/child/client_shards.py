@@ -73,6 +73,19 @@ def water_fill(n: int, load: list[int], room: list[float]) -> list[int]:
     return give
 
 
+def _check_bounded(link: Any, ready: dict[str, Any], estimate: clock_sync.ClockEstimate, limit_ms: float) -> None:
+    """Refuse a shard on another clock whose offset the round trips bound too loosely: every
+    stamp it sends would be off by up to that, unknown, so its figures could not be trusted."""
+    if estimate["uncertainty_ns"] <= limit_ms * 1e6:
+        return
+    raise ConfigError(
+        f"client shard {link.index} on {ready.get('hostname') or '?'}: its clock offset is known only to "
+        f"±{estimate['uncertainty_ns'] / 1e6:.2f} ms (the shortest of {estimate['exchanges']} round trips took "
+        f"{estimate['rtt_min_ns'] / 1e6:.2f} ms), over distribute.max_clock_uncertainty_ms {limit_ms:g}: its "
+        "timestamps cannot be put on the driver's clock; run the shards nearer the driver, or raise "
+        "distribute.max_clock_uncertainty_ms")
+
+
 class ShardSet:
     """The shards of one run: started, set up, their clocks measured; closed after the test."""
 
@@ -135,6 +148,8 @@ class ShardSet:
             for link, ready in zip(self.links, self.ready):
                 estimate = clock_sync.estimate_offset([link.clock_exchange() for _ in range(clock_sync.EXCHANGES)])
                 same = ready["clock_id"] == here
+                if not same:
+                    _check_bounded(link, ready, estimate, self.spec.max_clock_uncertainty_ms)
                 applied = 0 if same else estimate["offset_ns"]
                 link.call("set_clock", applied)
                 self._starts.append(estimate)

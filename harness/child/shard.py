@@ -37,7 +37,8 @@ from harness.config import registry
 from harness.config.run_config import RunConfig
 
 #: a test's stand-in for a shard on another host: "SHARD:NS" adds NS to that shard's clock,
-#: "SHARD:NS:PPM" also makes it run PPM parts per million fast (a drifting oscillator)
+#: "SHARD:NS:PPM" also makes it run PPM parts per million fast (a drifting oscillator), and
+#: "SHARD:NS:PPM:US" answers each clock exchange US microseconds late (a long round trip)
 SKEW_ENV = "HARNESS_TEST_SHARD_CLOCK_SKEW"
 
 #: the options of a streaming backend that are per client, so a shard takes its share
@@ -67,6 +68,14 @@ def injected_skew(index: int) -> tuple[int, float]:
     if len(parts) >= 2 and parts[0].strip() == str(index):
         return int(parts[1]), float(parts[2]) if len(parts) > 2 else 0.0
     return 0, 0.0
+
+
+def injected_slow_exchange(index: int) -> float:
+    """Seconds this shard holds each clock exchange (SKEW_ENV's fourth field), else 0."""
+    parts = os.environ.get(SKEW_ENV, "").split(":")
+    if len(parts) >= 4 and parts[0].strip() == str(index):
+        return float(parts[3]) / 1e6
+    return 0.0
 
 
 class ShardOutlet:
@@ -287,6 +296,7 @@ def serve(conn: Any) -> None:
             conn.send(msg)
 
     core = ShardCore(send)
+    slow_s = 0.0  # a test's long round trip, known once setup has told this shard its index
     while True:
         try:
             msg = conn.recv()
@@ -297,11 +307,18 @@ def serve(conn: Any) -> None:
             continue
         _, cid, method, args = msg
         if method == "clock":
-            send(("reply", cid, True, core.raw_clock()))
+            if slow_s:
+                time.sleep(slow_s / 2)
+            now = core.raw_clock()
+            if slow_s:
+                time.sleep(slow_s / 2)
+            send(("reply", cid, True, now))
             continue
         try:
             value = getattr(core, method)(*args)
             send(("reply", cid, True, value))
+            if method == "setup":
+                slow_s = injected_slow_exchange(args[0]["index"])
         except BaseException as e:  # noqa: BLE001 - the driver re-raises it as its own type
             send(("reply", cid, False, (type(e).__name__, str(e), "".join(traceback.format_exception(e)))))
         if method == "finish":

@@ -137,6 +137,10 @@ class Distribute(BaseModel):
         "continue", description="a replica or client shard that dies fails its in-flight samples; continue on the "
         "others, or stop the run (incomplete, records kept)"
     )
+    max_clock_uncertainty_ms: float = Field(
+        1.0, gt=0, le=1000, description="a client shard on another host whose clock offset the round trips bound "
+        "only to worse than +- this is refused before the test: its stamps could not be put on the driver's clock"
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> Distribute:

@@ -194,6 +194,32 @@ def test_a_shard_whose_clock_is_off_is_measured_and_corrected(run_harness, monke
     assert s["client_shards"]["shards"][1]["clock"]["applied_us"] == pytest.approx(skew / 1e3, abs=1000)
 
 
+def test_a_shard_whose_clock_cannot_be_bounded_is_refused_before_the_test(run_harness, tmp_path, monkeypatch):
+    """Shard 1 stands for a far host: its clock reads +37 ms and it answers each clock
+    exchange 3 ms late, so no round trip bounds its offset better than ±1.5 ms. Under the
+    default distribute.max_clock_uncertainty_ms (1) it is refused in one line, before the
+    test; with the bound raised it runs, and the uncertainty it was allowed is reported."""
+    monkeypatch.setenv("HARNESS_TEST_SHARD_CLOCK_SKEW", "1:37000000:0:3000")
+    t = Timing(ttft_ms=20, tpot_ms=5, tokens=4)
+    base = dict(backend="http", scenario="Offline", dataset="synthetic:isl=8,osl=4,n=16", min_duration_s=0.1,
+                min_query_count=16, offline_expected_qps=1, **TOKEN_RUN)
+    with ServerThread(openai_app(t)) as srv:
+        with pytest.raises(ConfigError) as refused:
+            runner.run(RunConfig(**base, backend_options=_opts(srv, max_in_flight=8),
+                                 distribute={"client_processes": 2}), tmp_path)
+        line = str(refused.value)
+        assert line.startswith("client shard 1 on ") and "\n" not in line, line
+        assert "its clock offset is known only to ±" in line and "over distribute.max_clock_uncertainty_ms 1:" in line
+        assert float(line.split("±")[1].split(" ms")[0]) >= 1.5
+        assert not list(tmp_path.glob("*/mlperf_log_summary.txt"))  # no test ran
+        run_dir, s = run_harness(**base, backend_options=_opts(srv, max_in_flight=8),
+                                 distribute={"client_processes": 2, "max_clock_uncertainty_ms": 10})
+    c = _cluster(run_dir)["shards"][1]["clock"]
+    assert s["status"] == "complete" and not c["same_clock"]
+    assert c["start"]["uncertainty_ns"] >= 1_500_000 and abs(c["start"]["offset_ns"] - 37_000_000) <= c["start"]["uncertainty_ns"]
+    assert s["client_shards"]["shards"][1]["clock"]["uncertainty_us"] >= 1500  # reported with the run
+
+
 def test_a_drifting_clock_lines_up_with_the_servers_own_log_within_the_stated_bound(run_harness, monkeypatch):
     """A shard whose clock reads +37 ms and runs 50 ppm fast, as another node's oscillator
     may: its offset is measured before the test and again after (the drift), and its
