@@ -8,6 +8,7 @@ writes `error.json` and exits 2, so the parent can report one clear line.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -18,7 +19,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Iterator, NoReturn
 
 from backends.base import LoadContext
 from harness.child.lifeline import Lifeline, end_children
@@ -174,8 +175,9 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     # Unset, max_batch is 1 at load: a backend that takes more by default batches freely,
     # so it sizes nothing by it, and only the loaded backend can say that (ORT: its inputs).
-    backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, threads,
-                             log_outputs=return_outputs))
+    with _placing(run_dir, pool is not None):
+        backend.load(LoadContext(config.model, config.max_batch or 1, config.scenario, config.seed, threads,
+                                 log_outputs=return_outputs))
     load_s = time.perf_counter() - t0
     # Asked now, not at the end: the backend is closed by then. Only worker threads batch.
     freely = backend_cls.kind == "tensor" and backend.batches_freely()
@@ -184,7 +186,8 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
     if backend_cls.kind != "tensor" and config.distribute.shards:
         from harness.child.client_shards import build_sharded  # requests sent from N client processes
 
-        dataset, sut_factory = build_sharded(config, backend, options.model_dump(), return_outputs)
+        with _placing(run_dir, True):
+            dataset, sut_factory = build_sharded(config, backend, options.model_dump(), return_outputs)
         shards = sut_factory.shards
     elif backend_cls.kind != "tensor":
         from harness.child.stream_setup import build_streaming  # the async (HTTP) and generative path
@@ -345,6 +348,22 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
                                              if shards is not None else {})},
         "dataset": {**dataset.describe(), "sha256": dataset.fingerprint(), "performance_sample_count": perf_count},
     }
+
+
+@contextlib.contextmanager
+def _placing(run_dir: Path, distributed: bool) -> Iterator[None]:
+    """A rerun whose cluster cannot even place the run (fewer GPUs or nodes than the
+    original's): the refusal says first that the rerun needs the original's cluster."""
+    try:
+        yield
+    except ConfigError as e:
+        expected = folder.read_json(run_dir, folder.EXPECTED_CLUSTER) if distributed else None
+        if not expected or not str(e).startswith(("distribute", "Ray could not place")):
+            raise
+        from harness.results.cluster import describe
+
+        raise ConfigError(f"harness rerun needs a cluster equivalent to the original's ({describe(expected)}); "
+                          f"this one cannot place the run: {e}") from e
 
 
 def _check_cluster(run_dir: Path, placed: dict[str, Any] | None) -> None:

@@ -46,6 +46,11 @@ def _resources(r: dict[str, Any]) -> list[float]:
     return [float(r.get("CPU", 0)), float(r.get("GPU", 0))]
 
 
+def describe(expected: dict[str, Any]) -> str:
+    """A shape in words: "nodes 1 x 1 CPU 0 GPU, 3 x 2 CPU 1 GPU; replicas on 3 node(s)"."""
+    return f"nodes {_nodes(expected['nodes'])}; {expected['kind']} on {expected['nodes_used']} node(s)"
+
+
 def _nodes(nodes: list[list[float]]) -> str:
     counts: dict[tuple[float, ...], int] = {}
     for n in nodes:

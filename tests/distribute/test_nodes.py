@@ -176,3 +176,39 @@ def test_a_run_without_an_address_starts_its_own_ray_beside_a_running_cluster(no
     assert out.summary["status"] == "complete" and out.summary["harness"]["success_rate"] == 1.0
     theirs = {nodes.cluster.head_node.node_id, *(w.node_id for w in nodes.workers)}
     assert len(cluster["nodes"]) == 1 and cluster["nodes"][0]["node_id"] not in theirs, cluster["nodes"]
+
+
+def test_rerun_of_a_three_node_run_on_two_nodes_is_refused_naming_the_difference(nodes, tmp_path):
+    """A run of 3 replicas, one a worker node; then one worker leaves the cluster (removed,
+    as a scaled-down cluster would be) and `harness rerun` is asked to repeat the run there.
+    It names what differs from the original cluster and runs nothing."""
+    import subprocess
+    import sys
+
+    first = runner.run(_replicas(nodes, scenario="Offline", offline_expected_qps=3000), tmp_path / "a")
+    assert first.summary["status"] == "complete"
+    leaving = nodes.workers[2]
+    nodes.cluster.remove_node(leaving, allow_graceful=True)
+    nodes.workers.remove(leaving)
+    try:
+        ray.init(address=nodes.address, log_to_driver=False)
+        try:  # until GCS has marked the node dead: the rerun must see the 2-worker cluster
+            deadline = time.monotonic() + 30
+            while sum(n["Alive"] for n in ray.nodes()) != 3 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert sum(n["Alive"] for n in ray.nodes()) == 3
+        finally:
+            ray.shutdown()
+        refused = subprocess.run([sys.executable, "-m", "harness", "rerun", str(first.run_dir), "--output-dir",
+                                  str(tmp_path / "b")], capture_output=True, text=True, timeout=300)
+    finally:
+        nodes.add_worker(2)
+        nodes.cluster.wait_for_nodes()
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    # a cluster that cannot even place the original's 3 replicas: refused by placement,
+    # saying first what the rerun needs
+    assert refused.stderr.strip().splitlines()[-1].startswith(
+        "error: harness rerun needs a cluster equivalent to the original's (nodes 1 x 1 CPU 0 GPU, 3 x 2 CPU 1 GPU; "
+        "replicas on 3 node(s)); this one cannot place the run: distribute: 3 replicas x 1 GPU = 3 GPU, but the Ray "
+        "cluster has 2;"), refused.stderr
+    assert not list((tmp_path / "b").glob("2*"))  # nothing ran
