@@ -64,18 +64,22 @@ def shard_options(options: dict[str, Any], shards: int, index: int) -> dict[str,
 def injected_skew(index: int) -> tuple[int, float]:
     """The clock skew (ns) and drift (ppm) a test asked this shard to pretend (SKEW_ENV),
     else (0, 0)."""
-    parts = os.environ.get(SKEW_ENV, "").split(":")
-    if len(parts) >= 2 and parts[0].strip() == str(index):
+    parts = _injected(index)
+    if len(parts) >= 2:
         return int(parts[1]), float(parts[2]) if len(parts) > 2 else 0.0
     return 0, 0.0
 
 
 def injected_slow_exchange(index: int) -> float:
     """Seconds this shard holds each clock exchange (SKEW_ENV's fourth field), else 0."""
+    parts = _injected(index)
+    return float(parts[3]) / 1e6 if len(parts) >= 4 else 0.0
+
+
+def _injected(index: int) -> list[str]:
+    """SKEW_ENV's fields when they name this shard, else none."""
     parts = os.environ.get(SKEW_ENV, "").split(":")
-    if len(parts) >= 4 and parts[0].strip() == str(index):
-        return float(parts[3]) / 1e6
-    return 0.0
+    return parts if parts[0].strip() == str(index) else []
 
 
 class ShardOutlet:
