@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import itertools
+import os
 import signal
 import socket
 import subprocess
@@ -185,8 +186,16 @@ class ProcessLink(_ConnLink):
         return f"client shard {self.index} (pid {self.proc.pid} on {self.where.get('hostname', 'this host')}) ended: {how}"
 
     def close(self) -> None:
-        """After `finish` (or a loss): the process gone, the socket closed."""
+        """After `finish` (or a loss, or a refusal before the test): the process gone, the socket closed."""
         self._closing = True
+        # Our side's end of writing first: the shard ends when its socket reads end-of-file,
+        # and one that never got `finish` (a run refused before its test) was otherwise
+        # waited on for the whole timeout, 10 s a shard. Its last words can still be read.
+        try:
+            with socket.socket(fileno=os.dup(self._conn.fileno())) as s:
+                s.shutdown(socket.SHUT_WR)
+        except OSError:  # already closed
+            pass
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
