@@ -121,11 +121,12 @@ OVERRIDES = {
     # 10, 5 and 2.5 s
     "harness sweep -c scenarios/server.yaml --backend ... --vary target_qps=100,200,400":
         "--set min_duration_s=0 --set min_query_count=1000",
-    # LoadGen's default 10 s for each of the audit's two runs, after one sizing pilot: 40-90 s
-    # on 2 busy cores, as the pilot's rate overshoots. At 3 s (~22 s in all) nine audits of
-    # this honest model passed, at 1 s one of seven FAILED (+26 %): ONNX Runtime on every
-    # core swings that much with the machine's other load, and TEST04 allows +10 %
-    "harness audit TEST04 --backend onnxruntime --model m.onnx --scenario Offline": "--set min_duration_s=3",
+    # LoadGen's default 10 s for each of the audit's six runs (three rounds), after one sizing
+    # pilot. ONNX Runtime on every core swings with the machine's other load: two identical
+    # 3 s runs differed by up to a third, and single 3 s comparisons of this honest model
+    # FAILED twice (+29 %, +34 %) where TEST04 allows +10 %. The rounds' median absorbs
+    # one such round (harness.run.audit.judge_rounds); 2 s runs keep the six to ~35 s.
+    "harness audit TEST04 --backend onnxruntime --model m.onnx --scenario Offline": "--set min_duration_s=2",
     # harness capacity ... runs as written: its 600-query tries are what early stopping needs
 }
 
@@ -386,7 +387,8 @@ def _check_line(command: str, argv: list[str], folder: Path, proc: subprocess.Co
         (audit,) = (folder / "results").glob("*-TEST04/audit.json")
         result = json.loads(audit.read_text())
         assert result["passed"] and result["conclusive"], result
-        assert len(made) == 2, made  # the reference run and the audit run
+        # three rounds (the default) of a reference run and an audit run, interleaved
+        assert len(made) == 6 and len(result["figures"]["rounds"]) == 3, made
     elif verb == "submission":
         assert "nothing written" in out and "600 s" in out, out
         assert not (folder / "submission").exists()

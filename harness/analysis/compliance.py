@@ -62,8 +62,14 @@ def is_audit_folder(path: Path) -> bool:
 def load_audit(path: Path) -> Audit:
     data = json.loads((path / AUDIT_JSON).read_text())
     runs = sorted(p for p in (path / "audit").iterdir() if (p / folder.RUN_CONFIG).is_file())
+    if len(runs) > 1:
+        # TEST04's rounds: the round audit.json judged by (its median) stands for the audit.
+        # By name, not path: the folder may have moved since.
+        named = Path(str((data.get("figures") or {}).get("audit_run", ""))).name
+        runs = [p for p in runs if p.name == named]
     if len(runs) != 1:
-        raise OutputError(f"{path}: expected one run under audit/, found {len(runs)}: pass a `harness audit` folder")
+        raise OutputError(f"{path}: expected one run under audit/ (or the one audit.json names), found {len(runs)}: "
+                          "pass a `harness audit` folder as it was written")
     return Audit(str(data["test"]), path, load_run(runs[0]))
 
 

@@ -189,11 +189,14 @@ def system_desc(run_dirs: tuple[Path, ...], output: Path) -> None:
               help="TEST01: outputs LoadGen logs in the performance run")
 @click.option("--eos-token-id", type=click.IntRange(min=0), default=None,
               help="TEST06: the tokenizer's EOS id [default: the benchmark's, else 2 as run_verification.py]")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="TEST04: reference and audit runs, back to back, this many times; the median round is judged "
+                   "(1: the official script's single comparison)")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def audit(test: str, config_file: Path | None, overrides: tuple[str, ...], weights: Path | None,
           mlperf_conf: Path | None, user_conf: Path | None, output_dir: Path, sampling_target: int,
-          eos_token_id: int | None, as_json: bool, **cli_values: Any) -> None:
+          eos_token_id: int | None, rounds: int, as_json: bool, **cli_values: Any) -> None:
     """Run LoadGen's compliance audit TEST01, TEST04 or TEST06 on a run config (the options of `harness
     run`); exit 0 pass, 1 fail, 3 not judged. Its folder goes to `harness submission` for the
     closed division's compliance folders."""
@@ -201,7 +204,7 @@ def audit(test: str, config_file: Path | None, overrides: tuple[str, ...], weigh
     from harness.run.audit import run_audit
 
     config = build_run_config(config_file, overrides, weights, mlperf_conf, user_conf, **cli_values) or RunConfig()
-    result = run_audit(test, config, output_dir, sampling_target, eos_token_id)
+    result = run_audit(test, config, output_dir, sampling_target, eos_token_id, rounds)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

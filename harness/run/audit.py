@@ -7,7 +7,8 @@ TEST04 (caching): a normal run, then one where LoadGen issues the same sample ev
 (`performance_issue_same`). An honest SUT is no faster on a repeated sample; the audit run
 may not be faster by more than the official script allows (compliance/TEST04/
 verify_performance.py: 10 % for Offline samples/s and Server p99 latency, 20 % for
-SingleStream p90 and MultiStream p99 latency).
+SingleStream p90 and MultiStream p99 latency). The pair runs `rounds` times, interleaved, and
+the median round's speed-up is judged (judge_rounds: why, and when noise leaves it unjudged).
 
 TEST01 (the performance run computes the real answers): an accuracy run, then a
 performance run in which LoadGen logs a seeded sample of outputs
@@ -22,7 +23,7 @@ judged as compliance/TEST06/run_verification.py does (harness.analysis.complianc
 verify_test06): first token, EOS, sample length. Its verify_accuracy.txt is written in
 TEST06/, with the log it judged, as the script writes them.
 
-    results/<stamp>-<name>-<scenario>-TEST04/  reference/<run>  audit/<run>  audit.json
+    results/<stamp>-<name>-<scenario>-TEST04/  reference/<run>...  audit/<run>...  audit.json
     results/<stamp>-<name>-<scenario>-TEST06/  audit/<run>  TEST06/verify_accuracy.txt  audit.json
 """
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,9 @@ TESTS = ("TEST01", "TEST04", "TEST06")
 # compliance/TEST04/verify_performance.py: 10 %, and 20 % where the score is a rate made of
 # an early-stopping latency (SingleStream, MultiStream: its cut always applies there)
 TEST04_MAX_SPEEDUP = {"Offline": 0.10, "Server": 0.10, "SingleStream": 0.20, "MultiStream": 0.20}
+#: rounds of TEST04 by default: a reference and an audit run, back to back, this many times
+#: (judge_rounds says why more than the official script's one)
+TEST04_ROUNDS = 3
 TEST04_CONFIG = (
     "# TEST04: issue the same sample for every query; a caching SUT gets faster\n"
     "*.*.performance_issue_unique = 0\n"
@@ -99,8 +104,9 @@ class AuditResult:
 
 
 def run_audit(test: str, config: RunConfig, output_root: Path, sampling_target: int = 64,
-              eos_token_id: int | None = None) -> AuditResult:
-    """`eos_token_id`: TEST06's EOS id; None: the benchmark's tokenizer's (compliance.TEST06_EOS)."""
+              eos_token_id: int | None = None, rounds: int = TEST04_ROUNDS) -> AuditResult:
+    """`eos_token_id`: TEST06's EOS id; None: the benchmark's tokenizer's (compliance.TEST06_EOS).
+    `rounds`: TEST04's reference and audit runs, back to back, this many times (judge_rounds)."""
     if test not in TESTS:
         raise ConfigError(f"unknown audit {test!r}: use one of {', '.join(TESTS)}")
     if test == "TEST06" and registry.get(config.backend).kind == "tensor":
@@ -108,7 +114,9 @@ def run_audit(test: str, config: RunConfig, output_root: Path, sampling_target: 
                           "(use an LLM backend: http, pytorch-llm, ...)")
     audit_dir = runner.new_results_dir(output_root, f"{config.name}-{config.scenario}-{test}")
     if test == "TEST04":
-        result = _test04(config, audit_dir)
+        if rounds < 1:
+            raise ConfigError(f"--rounds {rounds}: TEST04 needs at least one round (a reference and an audit run)")
+        result = _test04(config, audit_dir, rounds)
     elif test == "TEST06":
         result = _test06(config, audit_dir, eos_token_id)
     else:
@@ -133,12 +141,36 @@ def _speed_figure(summary: dict[str, Any]) -> tuple[str, float | None, bool]:
 _RESIZES = 2
 
 
-def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
-    config = config.model_copy(update={"mode": "PerformanceOnly"})
-    # Sized once (harness.run.sizing), so both runs ask LoadGen for the same test: an
-    # unsized Offline run is a hundred samples over in milliseconds, and two of those
-    # differ by chance far more than the 10 % the audit allows.
-    config, sizing = size_offline(config, registry.get(config.backend).kind)
+def judge_rounds(speedups: list[float], limit: float) -> tuple[str, float]:
+    """("PASS" | "FAIL" | "NOT_JUDGED", the median speed-up) of TEST04's rounds.
+
+    One round is the official script's comparison. Several are interleaved (reference,
+    audit, reference, audit, ...) because on a shared machine two identical 3 s runs of a
+    CPU-bound SUT differ by up to a third (23,900 to 36,500 samples/s, seen), far more than
+    the 10 % TEST04 allows. The median passes or fails; a FAIL also needs every round past
+    the limit, as a cache is (it answers the repeated sample at once, every time). A median
+    past the limit with a round under it is noise the rounds cannot resolve: not judged."""
+    median = float(statistics.median(speedups))
+    if median <= limit:
+        return "PASS", median
+    if min(speedups) > limit:
+        return "FAIL", median
+    return "NOT_JUDGED", median
+
+
+def _speedup(ref: dict[str, Any], aud: dict[str, Any]) -> float | None:
+    """How much faster the audit run was than the reference, by TEST04's figure; None:
+    a run has no figure or did not finish."""
+    _, ref_v, higher = _speed_figure(ref)
+    _, aud_v, _ = _speed_figure(aud)
+    if not (ref_v and aud_v and aud["status"] == "complete"):
+        return None
+    return aud_v / ref_v - 1 if higher else ref_v / aud_v - 1
+
+
+def _sized_reference(config: RunConfig, sizing: dict[str, Any] | None,
+                     audit_dir: Path) -> tuple[Any, list[float | None], RunConfig, dict[str, Any] | None]:
+    """The first reference run, sized again from its own rate while it ran out of samples."""
     ref = runner.run(config, audit_dir / "reference")
     rates = [ref.summary["harness"].get("throughput_per_s")]  # each reference try's samples/s
     for _ in range(_RESIZES):
@@ -155,21 +187,29 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
         sizing = {**(sizing or {}), "resized_from_reference": config.offline_expected_qps}
         ref = runner.run(config, audit_dir / "reference")
         rates.append(ref.summary["harness"].get("throughput_per_s"))
+    return ref, rates, config, sizing
+
+
+def _test04(config: RunConfig, audit_dir: Path, rounds: int = TEST04_ROUNDS) -> AuditResult:
+    config = config.model_copy(update={"mode": "PerformanceOnly"})
+    # Sized once (harness.run.sizing), so every run asks LoadGen for the same test: an
+    # unsized Offline run is a hundred samples over in milliseconds, and two of those
+    # differ by chance far more than the 10 % the audit allows.
+    config, sizing = size_offline(config, registry.get(config.backend).kind)
+    ref, rates, config, sizing = _sized_reference(config, sizing, audit_dir)
     aud = runner.run(config, audit_dir / "audit", audit_config=TEST04_CONFIG)
-    name, ref_v, higher = _speed_figure(ref.summary)
+    name, ref_v, _ = _speed_figure(ref.summary)
     _, aud_v, _ = _speed_figure(aud.summary)
+    limit = TEST04_MAX_SPEEDUP[loadgen_scenario(config.scenario)]
     figures: dict[str, Any] = {"metric": name, "figure": _OLD_FIGURE_NAMES[name], "reference": ref_v, "audit": aud_v,
                                "reference_run": str(ref.run_dir), "audit_run": str(aud.run_dir),
-                               "max_speedup": TEST04_MAX_SPEEDUP[loadgen_scenario(config.scenario)], "sizing": sizing,
+                               "max_speedup": limit, "sizing": sizing,
                                "reference_validity": ref.summary["validity"]["result"],
                                "audit_validity": aud.summary["validity"]["result"]}
     if len(rates) > 1:
         figures["reference_rates"] = rates
-    limit = TEST04_MAX_SPEEDUP[loadgen_scenario(config.scenario)]
     refusal = _cannot_judge(ref.summary, aud.summary)
-    speedup = None
-    if ref_v and aud_v and aud.summary["status"] == "complete":
-        speedup = aud_v / ref_v - 1 if higher else ref_v / aud_v - 1
+    speedup = _speedup(ref.summary, aud.summary)
     accelerating = _accelerating(rates, limit)
     if refusal and speedup is not None and speedup > limit and accelerating and _short_only(ref.summary):
         # A caching SUT defeats the resize: every larger reference repeats more samples, runs
@@ -187,15 +227,49 @@ def _test04(config: RunConfig, audit_dir: Path) -> AuditResult:
         return AuditResult("TEST04", False, audit_dir, figures, f"TEST04 not judged: {refusal}", conclusive=False)
     if speedup is None:
         return AuditResult("TEST04", False, audit_dir, figures, f"no {name} in one of the runs: cannot judge")
-    figures["speedup"] = speedup
-    passed = speedup <= limit
-    verdict = "PASS" if passed else "FAIL"
-    message = (
-        f"TEST04 {verdict}: speed-up when LoadGen repeats one sample {speedup:+.1%} ({name} {ref_v:,.4g} → {aud_v:,.4g}); "
-        f"the limit is +{limit:.0%} (the official script's, for {config.scenario})"
-        + ("" if passed else ": the SUT answers repeated samples from a cache")
-    )
-    return AuditResult("TEST04", passed, audit_dir, figures, message)
+    done = [(ref, aud, speedup)]
+    for r in range(2, rounds + 1):  # the same sized test again, reference first, back to back
+        ref = runner.run(config, audit_dir / "reference")
+        aud = runner.run(config, audit_dir / "audit", audit_config=TEST04_CONFIG)
+        refusal = _cannot_judge(ref.summary, aud.summary)
+        speedup = _speedup(ref.summary, aud.summary)
+        if refusal or speedup is None:
+            figures["rounds"] = _round_figures(done)
+            why = refusal or f"no {name} in one of its runs"
+            return AuditResult("TEST04", False, audit_dir, figures, f"TEST04 not judged: round {r} of {rounds}: {why}",
+                               conclusive=False)
+        done.append((ref, aud, speedup))
+    return _test04_verdict(config, audit_dir, figures, done, limit)
+
+
+def _round_figures(done: list[tuple[Any, Any, float]]) -> list[dict[str, Any]]:
+    return [{"reference": _speed_figure(ref.summary)[1], "audit": _speed_figure(aud.summary)[1], "speedup": s,
+             "reference_run": str(ref.run_dir), "audit_run": str(aud.run_dir)} for ref, aud, s in done]
+
+
+def _test04_verdict(config: RunConfig, audit_dir: Path, figures: dict[str, Any],
+                    done: list[tuple[Any, Any, float]], limit: float) -> AuditResult:
+    speedups = [s for _, _, s in done]
+    verdict, median = judge_rounds(speedups, limit)
+    # The round that stands for the audit (its runs go to a submission): the median one.
+    ref, aud, _ = min(done, key=lambda d: abs(d[2] - median))
+    name, ref_v, _ = _speed_figure(ref.summary)
+    _, aud_v, _ = _speed_figure(aud.summary)
+    figures.update(reference=ref_v, audit=aud_v, reference_run=str(ref.run_dir), audit_run=str(aud.run_dir),
+                   reference_validity=ref.summary["validity"]["result"], audit_validity=aud.summary["validity"]["result"],
+                   speedup=median, rounds=_round_figures(done))
+    each = ", ".join(f"{s:+.1%}" for s in speedups)
+    if verdict == "NOT_JUDGED":
+        return AuditResult("TEST04", False, audit_dir, figures, (
+            f"TEST04 not judged: the {len(done)} rounds disagree, speed-ups {each} (median {median:+.1%}, the limit "
+            f"+{limit:.0%}): identical runs on this machine differ by more than TEST04 resolves; raise min_duration_s, "
+            "run more --rounds, or run on a quiet machine"), conclusive=False)
+    what = (f"{median:+.1%} ({name} {ref_v:,.4g} → {aud_v:,.4g})" if len(done) == 1 else
+            f"{median:+.1%}, the median of {len(done)} rounds ({each}; {name} {ref_v:,.4g} → {aud_v:,.4g} in its round)")
+    message = (f"TEST04 {verdict}: speed-up when LoadGen repeats one sample {what}; "
+               f"the limit is +{limit:.0%} (the official script's, for {config.scenario})"
+               + ("" if verdict == "PASS" else ": the SUT answers repeated samples from a cache"))
+    return AuditResult("TEST04", verdict == "PASS", audit_dir, figures, message)
 
 
 def _accelerating(rates: list[float | None], limit: float) -> bool:

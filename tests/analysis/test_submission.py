@@ -230,7 +230,7 @@ def test_closed_division_compliance_folders_are_written_from_audits(runs, system
     """TEST04 from `harness audit`, judged against the submitted run with the official
     script's rule, in the layout the checker reads."""
     config = RunConfig(**_common(), min_duration_s=0.3)  # sized from a pilot, as the runs fixture is
-    audit = run_audit("TEST04", config, tmp_path / "audits")
+    audit = run_audit("TEST04", config, tmp_path / "audits", rounds=1)
     assert audit.conclusive, audit.message
     test01 = run_audit("TEST01", config, tmp_path / "audits")
     out = tmp_path / "out"
