@@ -176,22 +176,6 @@ def test_only_cpu_onnxruntime_scales_with_host_cores():
     assert not SyntheticBackend.scales_with_host_cores(SyntheticBackend.Options())
 
 
-def test_find_peak_performance_runs_loadgen_search(run_harness):
-    run_dir, s = run_harness(
-        backend=SYN,
-        scenario="Server",
-        mode="FindPeakPerformance",
-        backend_options={"service_time_ms": 1.0},
-        target_qps=200,
-        target_latency_ms=20,
-        min_duration_s=0.5,
-        min_query_count=100,
-    )
-    assert s["status"] == "complete"
-    assert s["loadgen"]["effective_settings"]["test_mode"] in ("FindPeakPerformance", 3)
-    assert s["harness"]["samples"] > 0
-
-
 def test_performance_sample_count_limits_the_loaded_set(run_harness):
     run_dir, s = run_harness(
         backend=SYN,
