@@ -233,9 +233,9 @@ def _test04(config: RunConfig, audit_dir: Path, rounds: int = TEST04_ROUNDS) -> 
         # (34,000/s sized from a pilot, then a later round's reference at 44,300/s ended at
         # 1.7 s of 2, seen). It is sized again as the first was, and its audit run uses its size.
         ref, more, config, sizing = _sized_reference(config, sizing, audit_dir)
-        if len(more) > 1:
+        if len(more) > 1:  # resized: every reference try's rate, every round's, in order
             figures["sizing"] = sizing
-            figures.setdefault("reference_rates", rates).extend(more)
+            figures["reference_rates"] = [*figures.get("reference_rates", rates), *more]
         aud = runner.run(config, audit_dir / "audit", audit_config=TEST04_CONFIG)
         refusal = _cannot_judge(ref.summary, aud.summary)
         speedup = _speedup(ref.summary, aud.summary)
