@@ -244,84 +244,83 @@ def min_success_rate_of(config: dict[str, Any]) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else DEFAULT_MIN_SUCCESS_RATE
 
 
-def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
-    # Each file is read once here and handed to the sections that need it.
-    config = folder.read_run_config(run_dir) or {}
-    scenario = loadgen_scenario(config["scenario"])  # what LoadGen ran: Interactive is Server
-    child = folder.read_json(run_dir, folder.CHILD) or {}
-    lg, lg_errors, lg_warnings = read_detail(run_dir)
+def _harness_section(rec: Records | None, multistream: bool) -> tuple[dict[str, Any], tuple[int, int] | None]:
+    """Ours, from the records: the successful samples' latency, queue and service times,
+    failures by reason, and the window the samples span (the telemetry's window too)."""
+    if rec is None or not len(rec):
+        return {"samples": 0}, None
+    c = rec.columns
+    ok = rec.ok()
+    n, n_ok = len(rec), int(ok.sum())
+    latency = (c["complete_ns"] - c["issue_ns"])[ok]
+    window = (int(c["issue_ns"].min()), int(c["complete_ns"].max()))
+    span_ns = window[1] - window[0]
+    failures: Counter[str] = Counter()
+    if n_ok < n:
+        for error, k in rec.text_counts("error", ~ok).items():
+            failures[error.split(":", 1)[0] or "error"] += k
+    ours: dict[str, Any] = {
+        "samples": n,
+        "succeeded": n_ok,
+        "failed": n - n_ok,
+        "success_rate": n_ok / n,
+        "failures_by_reason": dict(failures),
+        "duration_s": span_ns / 1e9,
+        "throughput_per_s": n_ok / (span_ns / 1e9) if span_ns > 0 else None,
+        "latency_ms": percentiles_ms(latency),
+        "queue_ms": percentiles_ms((c["dispatch_ns"] - c["issue_ns"])[ok]),
+        "service_ms": percentiles_ms((c["complete_ns"] - c["dispatch_ns"])[ok]),
+        "batches": rec.distinct("batch_id"),
+    }
+    ours["mean_batch_size"] = n / ours["batches"] if ours["batches"] else None
+    if multistream:
+        # LoadGen's MultiStream latency is per query: the samples issued in one call.
+        _, first = np.unique(c["issue_ns"], return_inverse=True)
+        done = np.zeros(first.max() + 1, dtype=np.int64)
+        np.maximum.at(done, first, c["complete_ns"])
+        starts = np.unique(c["issue_ns"])
+        ours["query_latency_ms"] = percentiles_ms(done - starts)
+    return ours, window
 
-    rec = read_records(run_dir) if records_path(run_dir) else None
-    find_peak = None
-    if rec is not None and len(rec) and config.get("mode") == FIND_PEAK:
-        # LoadGen reports one round only (the last that met its constraints); so must every
-        # figure compared with it.
-        find_peak = find_peak_section(lg, len(rec))
-        rec = Records(final_round(rec.columns, lg))
-    ours: dict[str, Any] = {"samples": 0}
-    window: tuple[int, int] | None = None
-    agreement: dict[str, float | None] = {}
-    if rec is not None and len(rec):
-        c = rec.columns
-        ok = rec.ok()
-        n, n_ok = len(rec), int(ok.sum())
-        latency = (c["complete_ns"] - c["issue_ns"])[ok]
-        window = (int(c["issue_ns"].min()), int(c["complete_ns"].max()))
-        span_ns = window[1] - window[0]
-        failures: Counter[str] = Counter()
-        if n_ok < n:
-            for error, k in rec.text_counts("error", ~ok).items():
-                failures[error.split(":", 1)[0] or "error"] += k
-        ours = {
-            "samples": n,
-            "succeeded": n_ok,
-            "failed": n - n_ok,
-            "success_rate": n_ok / n,
-            "failures_by_reason": dict(failures),
-            "duration_s": span_ns / 1e9,
-            "throughput_per_s": n_ok / (span_ns / 1e9) if span_ns > 0 else None,
-            "latency_ms": percentiles_ms(latency),
-            "queue_ms": percentiles_ms((c["dispatch_ns"] - c["issue_ns"])[ok]),
-            "service_ms": percentiles_ms((c["complete_ns"] - c["dispatch_ns"])[ok]),
-            "batches": rec.distinct("batch_id"),
-        }
-        ours["mean_batch_size"] = n / ours["batches"] if ours["batches"] else None
-        if scenario == "MultiStream":
-            # LoadGen's MultiStream latency is per query: the samples issued in one call.
-            _, first = np.unique(c["issue_ns"], return_inverse=True)
-            done = np.zeros(first.max() + 1, dtype=np.int64)
-            np.maximum.at(done, first, c["complete_ns"])
-            starts = np.unique(c["issue_ns"])
-            ours["query_latency_ms"] = percentiles_ms(done - starts)
-        lg_tput = _loadgen_throughput(scenario, lg)
-        agreement["throughput"] = ratio(ours["throughput_per_s"], lg_tput)
-        if ours["failed"]:
-            # LoadGen times failed samples like any other (often as very fast ones); ours
-            # exclude them, so latency figures are not expected to agree.
-            agreement["latency_note"] = f"{ours['failed']} failed samples are in LoadGen's latency, not in ours"
-        elif scenario in ("Server", "SingleStream"):
-            lgl = _loadgen_latency_ms(lg, per_query=False)
-            for k in ("p50", "p90", "p99"):
-                agreement[f"latency_{k}"] = ratio(ours["latency_ms"][k], lgl[k])
-            # LoadGen times from its own issue stamp, the harness from its callback: the
-            # mean gap is LoadGen's hand-over delay, shown so it is never mistaken for SUT time.
-            if lgl["mean"] is not None and ours["latency_ms"]["mean"] is not None:
-                agreement["issue_delay_ms"] = lgl["mean"] - ours["latency_ms"]["mean"]
-            trace = read_trace_samples(run_dir)
-            split = trace and split_against(trace, c["sample_index"], c["issue_ns"], c["complete_ns"], ok)
-            if split:
-                agreement["latency_split"] = {k: percentiles_ms(v) for k, v in split.items()}
-        elif scenario == "MultiStream":
-            lgl = _loadgen_latency_ms(lg, per_query=True)
-            for k in ("p50", "p90", "p99"):
-                agreement[f"query_latency_{k}"] = ratio(ours["query_latency_ms"][k], lgl[k])
-        elif scenario == "Offline" and lg_tput:
-            # LoadGen's rate is samples / its longest latency, timed from its own stamp of the
-            # one query; the harness's span starts in its callback. The difference is the
-            # query's hand-over (LoadGen to the binding to the callback: 0.5 s for 275,000
-            # samples seen), time the SUT spent, which LoadGen's figure rightly counts.
-            agreement["issue_delay_ms"] = (n / lg_tput - span_ns / 1e9) * 1e3
 
+def _agreement_section(run_dir: Path, rec: Records, scenario: str, lg: dict[str, Any],
+                       ours: dict[str, Any]) -> dict[str, Any]:
+    """Ours over LoadGen's for each figure both measure, and where the gap comes from."""
+    c = rec.columns
+    lg_tput = _loadgen_throughput(scenario, lg)
+    agreement: dict[str, Any] = {"throughput": ratio(ours["throughput_per_s"], lg_tput)}
+    if ours["failed"]:
+        # LoadGen times failed samples like any other (often as very fast ones); ours
+        # exclude them, so latency figures are not expected to agree.
+        agreement["latency_note"] = f"{ours['failed']} failed samples are in LoadGen's latency, not in ours"
+    elif scenario in ("Server", "SingleStream"):
+        lgl = _loadgen_latency_ms(lg, per_query=False)
+        for k in ("p50", "p90", "p99"):
+            agreement[f"latency_{k}"] = ratio(ours["latency_ms"][k], lgl[k])
+        # LoadGen times from its own issue stamp, the harness from its callback: the
+        # mean gap is LoadGen's hand-over delay, shown so it is never mistaken for SUT time.
+        if lgl["mean"] is not None and ours["latency_ms"]["mean"] is not None:
+            agreement["issue_delay_ms"] = lgl["mean"] - ours["latency_ms"]["mean"]
+        trace = read_trace_samples(run_dir)
+        split = trace and split_against(trace, c["sample_index"], c["issue_ns"], c["complete_ns"], rec.ok())
+        if split:
+            agreement["latency_split"] = {k: percentiles_ms(v) for k, v in split.items()}
+    elif scenario == "MultiStream":
+        lgl = _loadgen_latency_ms(lg, per_query=True)
+        for k in ("p50", "p90", "p99"):
+            agreement[f"query_latency_{k}"] = ratio(ours["query_latency_ms"][k], lgl[k])
+    elif scenario == "Offline" and lg_tput:
+        # LoadGen's rate is samples / its longest latency, timed from its own stamp of the
+        # one query; the harness's span starts in its callback. The difference is the
+        # query's hand-over (LoadGen to the binding to the callback: 0.5 s for 275,000
+        # samples seen), time the SUT spent, which LoadGen's figure rightly counts.
+        agreement["issue_delay_ms"] = (ours["samples"] / lg_tput - ours["duration_s"]) * 1e3
+    return agreement
+
+
+def _validity_section(scenario: str, lg: dict[str, Any], ours: dict[str, Any], child: dict[str, Any],
+                      config: dict[str, Any]) -> dict[str, Any]:
+    """LoadGen's verdict, the harness's own (success rate, clock), and why and how to fix."""
     validity = lg.get("result_validity")
     reasons, fixes = explain(scenario, lg, ours, child)
     if ours.get("failed"):
@@ -341,77 +340,56 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         )
         fixes.append("make the failing requests succeed (failures_by_reason says why they fail); "
                      "lower min_success_rate only where failures are what the run measures")
-    summary: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run": {
-            "name": config["name"],
-            "scenario": config["scenario"],
-            "mode": config["mode"],
-            "backend": config["backend"],
-            "model": config.get("model"),
-            "dataset": config["dataset"],
-            "started_utc": run_status.get("started_utc"),
-        },
-        # whose schedule the run followed: on the harness's own, the headline is timed from dispatch
-        "schedule": schedule_section(config),
-        "status": run_status.get("status", "complete"),
-        "incomplete_reason": run_status.get("reason"),
-        "validity": {
-            "result": validity,
-            "min_duration_met": lg.get("result_min_duration_met"),
-            "min_queries_met": lg.get("result_min_queries_met"),
-            "perf_constraints_met": lg.get("result_perf_constraints_met"),
-            "early_stopping_met": lg.get("early_stopping_met"),
-            "early_stopping_result": (lg.get("early_stopping_result") or "").strip() or None,
-            "loadgen_invalid_reason": lg.get("result_invalid_reason"),
-            "reasons": reasons,
-            "fixes": fixes,
-            "harness": verdict,
-        },
-        "loadgen": {
-            "throughput_per_s": _loadgen_throughput(scenario, lg),
-            "scheduled_samples_per_s": lg.get("result_scheduled_samples_per_sec"),
-            "qps_without_loadgen_overhead": lg.get("result_qps_without_loadgen_overhead"),
-            "query_count": lg.get("result_query_count"),
-            "latency_ms": _loadgen_latency_ms(lg, per_query=scenario == "MultiStream"),
-            "early_stopping_latency_ms": {
-                "single_stream": (lg["early_stopping_latency_ss"] / 1e6) if "early_stopping_latency_ss" in lg else None,
-                "multi_stream": (lg["early_stopping_latency_ms"] / 1e6) if "early_stopping_latency_ms" in lg else None,
-            },
-            "errors": lg_errors,
-            "warnings": lg_warnings,
-            "num_errors": lg.get("num_errors"),
-            "version": lg.get("loadgen_version"),
-            "effective_settings": effective_settings(lg),
-        },
-        "harness": ours,
-        "find_peak": find_peak,
-        "agreement": agreement,
-        "tokens": token_summary(rec, token_entries := read_token_entries(run_dir), config, child, lg),
-        "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,
-        # generated text against the dataset's references, from the folder alone
-        "text_accuracy": text_accuracy(run_dir, config["mode"], token_entries),
-        "timings_s": {k: child.get(k) for k in ("load_s", "warmup_s", "test_s")},
-        # max_batch as the child resolved it (a folder from before the default: run.yaml's)
-        "sut": {k: child.get(k) for k in ("workers", "threads_per_worker", "issue_inline")}
-        | {"max_batch": child.get("max_batch", config.get("max_batch"))},
-        "backend": child.get("backend"),
-        "dataset": child.get("dataset"),
+    return {
+        "result": validity,
+        "min_duration_met": lg.get("result_min_duration_met"),
+        "min_queries_met": lg.get("result_min_queries_met"),
+        "perf_constraints_met": lg.get("result_perf_constraints_met"),
+        "early_stopping_met": lg.get("early_stopping_met"),
+        "early_stopping_result": (lg.get("early_stopping_result") or "").strip() or None,
+        "loadgen_invalid_reason": lg.get("result_invalid_reason"),
+        "reasons": reasons,
+        "fixes": fixes,
+        "harness": verdict,
     }
-    summary["sessions"] = session_summary(rec, token_entries, config.get("sessions"))
-    # a timed schedule (arrivals, a trace): was it kept? (harness.results.schedule_lag)
-    lag = lag_section(run_dir, rec, config, child)
-    if lag is not None:
-        summary["schedule"].update(lag)
-    if lag is not None and lag["degraded"]:
+
+
+def _loadgen_section(scenario: str, lg: dict[str, Any], errors: Any, warnings: Any) -> dict[str, Any]:
+    """LoadGen's own figures, from mlperf_log_detail.txt: the headline ones."""
+    return {
+        "throughput_per_s": _loadgen_throughput(scenario, lg),
+        "scheduled_samples_per_s": lg.get("result_scheduled_samples_per_sec"),
+        "qps_without_loadgen_overhead": lg.get("result_qps_without_loadgen_overhead"),
+        "query_count": lg.get("result_query_count"),
+        "latency_ms": _loadgen_latency_ms(lg, per_query=scenario == "MultiStream"),
+        "early_stopping_latency_ms": {
+            "single_stream": (lg["early_stopping_latency_ss"] / 1e6) if "early_stopping_latency_ss" in lg else None,
+            "multi_stream": (lg["early_stopping_latency_ms"] / 1e6) if "early_stopping_latency_ms" in lg else None,
+        },
+        "errors": errors,
+        "warnings": warnings,
+        "num_errors": lg.get("num_errors"),
+        "version": lg.get("loadgen_version"),
+        "effective_settings": effective_settings(lg),
+    }
+
+
+def _add_schedule_lag(summary: dict[str, Any], lag: dict[str, Any] | None) -> None:
+    """A timed schedule (arrivals, a trace): was it kept? (harness.results.schedule_lag)"""
+    if lag is None:
+        return
+    summary["schedule"].update(lag)
+    if lag["degraded"]:
         summary["validity"]["reasons"].append(
             f"requests left late for their schedule: lag p99 {lag['lag_ms']['p99']:.3g} ms, above "
             f"schedule_lag_limit_ms {lag['lag_limit_ms']:g}; the latencies describe a late replay")
         summary["validity"]["fixes"].append(
             "offer less load, or give the client more CPU (a quieter machine, fewer in-flight streams)")
-    cluster = folder.read_json(run_dir, folder.CLUSTER)
-    summary["replicas"] = replica_summary(rec, cluster)
-    summary["client_shards"] = shard_summary(rec, cluster, child)
+
+
+def _add_telemetry(summary: dict[str, Any], run_dir: Path, config: dict[str, Any], child: dict[str, Any],
+                   window: tuple[int, int] | None) -> None:
+    ours = summary["harness"]
     rate = rates(summary)
     summary["telemetry"] = telemetry = telemetry_summary(
         folder.read_jsonl(run_dir, folder.TELEMETRY), window, (config.get("telemetry") or {}).get("series", []),
@@ -428,6 +406,62 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         summary["validity"]["fixes"].append(
             "send from more client processes (distribute.client_processes, docs/distribute.md), run fewer "
             "streams per process or use a faster client machine")
+
+
+def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
+    # Each file is read once here and handed to the sections that need it.
+    config = folder.read_run_config(run_dir) or {}
+    scenario = loadgen_scenario(config["scenario"])  # what LoadGen ran: Interactive is Server
+    child = folder.read_json(run_dir, folder.CHILD) or {}
+    lg, lg_errors, lg_warnings = read_detail(run_dir)
+
+    rec = read_records(run_dir) if records_path(run_dir) else None
+    find_peak = None
+    if rec is not None and len(rec) and config.get("mode") == FIND_PEAK:
+        # LoadGen reports one round only (the last that met its constraints); so must every
+        # figure compared with it.
+        find_peak = find_peak_section(lg, len(rec))
+        rec = Records(final_round(rec.columns, lg))
+    ours, window = _harness_section(rec, multistream=scenario == "MultiStream")
+    agreement = _agreement_section(run_dir, rec, scenario, lg, ours) if window is not None else {}
+    token_entries = read_token_entries(run_dir)
+    summary: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run": {
+            "name": config["name"],
+            "scenario": config["scenario"],
+            "mode": config["mode"],
+            "backend": config["backend"],
+            "model": config.get("model"),
+            "dataset": config["dataset"],
+            "started_utc": run_status.get("started_utc"),
+        },
+        # whose schedule the run followed: on the harness's own, the headline is timed from dispatch
+        "schedule": schedule_section(config),
+        "status": run_status.get("status", "complete"),
+        "incomplete_reason": run_status.get("reason"),
+        "validity": _validity_section(scenario, lg, ours, child, config),
+        "loadgen": _loadgen_section(scenario, lg, lg_errors, lg_warnings),
+        "harness": ours,
+        "find_peak": find_peak,
+        "agreement": agreement,
+        "tokens": token_summary(rec, token_entries, config, child, lg),
+        "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,
+        # generated text against the dataset's references, from the folder alone
+        "text_accuracy": text_accuracy(run_dir, config["mode"], token_entries),
+        "timings_s": {k: child.get(k) for k in ("load_s", "warmup_s", "test_s")},
+        # max_batch as the child resolved it (a folder from before the default: run.yaml's)
+        "sut": {k: child.get(k) for k in ("workers", "threads_per_worker", "issue_inline")}
+        | {"max_batch": child.get("max_batch", config.get("max_batch"))},
+        "backend": child.get("backend"),
+        "dataset": child.get("dataset"),
+    }
+    summary["sessions"] = session_summary(rec, token_entries, config.get("sessions"))
+    _add_schedule_lag(summary, lag_section(run_dir, rec, config, child))
+    cluster = folder.read_json(run_dir, folder.CLUSTER)
+    summary["replicas"] = replica_summary(rec, cluster)
+    summary["client_shards"] = shard_summary(rec, cluster, child)
+    _add_telemetry(summary, run_dir, config, child, window)
     return summary
 
 
