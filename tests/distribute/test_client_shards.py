@@ -374,7 +374,8 @@ def test_the_process_transport_stays_on_this_host():
 def test_two_ray_shards_match_injected_timing_and_say_where_they_ran(run_harness):
     import ray  # noqa: F401 - the ray extra, which make test installs: fails rather than skips without it
     t = Timing(ttft_ms=100, tpot_ms=10, tokens=20)
-    with ServerThread(openai_app(t)) as srv:
+    arrivals: list[tuple[int, list[int]]] = []
+    with ServerThread(openai_app(t, arrivals=arrivals)) as srv:
         run_dir, s = run_harness(
             backend="http", scenario="Offline", dataset="synthetic:isl=16,osl=20,n=16",
             backend_options=_opts(srv, max_in_flight=16, warmup_requests=16), min_duration_s=0.1,
@@ -389,7 +390,14 @@ def test_two_ray_shards_match_injected_timing_and_say_where_they_ran(run_harness
     assert t.ttft_ms <= tok["ttft_from_dispatch_ms"]["p50"] < t.ttft_ms * 1.3
     assert tok["ttft_ms"]["p50"] == pytest.approx(tok["ttft_from_dispatch_ms"]["p50"] + s["harness"]["queue_ms"]["p50"],
                                                   rel=0.1)
-    assert _close(tok["tpot_ms"]["p50"], t.tpot_ms, 0.03)
+    # TPOT against what the server really did, its own write stamps (as test_http_truth's
+    # 32 streams): its one thread paces 16 streams late on a slow or busy machine (10.49 ms
+    # for 10 seen on an AVX2-only CPU of this class), and the client is right to see that.
+    timed = sorted(arrivals)[len(arrivals) - 16:]  # the warm-up's 16 came first
+    server_tpot = float(np.median([(w[-1] - w[0]) / (len(w) - 1) for _, w in timed])) / 1e6
+    measured = f"server's own TPOT p50 {server_tpot:.3f} ms, tokens {tok['tpot_ms']}"
+    assert _close(server_tpot, t.tpot_ms, 0.10), measured
+    assert _close(tok["tpot_ms"]["p50"], server_tpot, 0.03), measured
     assert _close(tok["agreement"]["output_tokens_per_s"], 1.0, 0.02)
     cluster = _cluster(run_dir)
     assert cluster["transport"] == "ray" and cluster["ray_version"]
