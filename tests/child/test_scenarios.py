@@ -52,7 +52,12 @@ def test_single_stream_fixed_service_time_is_reported_exactly(run_harness, inlin
     # Ground truth: 2 ms of service. A busy machine can only make it later, never earlier.
     assert 2.0 <= ours["service_ms"]["p50"] <= 2.0 * 1.05, ours["service_ms"]
     assert 2.0 <= ours["latency_ms"]["p50"] <= 2.0 * 1.08, ours["latency_ms"]
-    _agree(s, "latency_p50", 0.03)
+    # LoadGen's p50 adds its own hand-over to ours, measured as the mean gap (issue_delay_ms):
+    # a fixed 3 % (0.06 ms) failed on an AVX2-only CPU of this class, whose Python runs at a
+    # third of the speed, at harness/LoadGen 0.966. The gap must stay a hand-over's size: a
+    # harness that held LoadGen's thread would show milliseconds.
+    _agree_latency(s, "p50", 0.03, 0.0)
+    assert 0 <= s["agreement"]["issue_delay_ms"] < 1.0, s["agreement"]
     _agree_latency(s, "p90", 0.03, 0.25)
     _agree_latency(s, "p99", 0.03, 0.5)
     _agree(s, "throughput", 0.02)
