@@ -22,6 +22,17 @@ def run_harness(tmp_path: Path):
 
     def _run(**settings: Any) -> tuple[Path, dict[str, Any]]:
         outcome = runner.run(RunConfig(**settings), tmp_path / "results")
+        if ((outcome.summary.get("validity") or {}).get("harness") or {}).get("clock_ok") is False:
+            # The machine stepped its wall clock during the test, which LoadGen times with
+            # (seen on a fresh clone: LoadGen's log spanned 3.47 s of a 1.15 s test, its
+            # rate a third of ours). The harness said so and judged the run INVALID; its
+            # fix is to run again, and no figure of LoadGen's in it can be compared.
+            # The stepped run is kept beside the results, the test judges the re-run.
+            aside = tmp_path / "clock-stepped"
+            aside.mkdir(exist_ok=True)
+            outcome.run_dir.rename(aside / outcome.run_dir.name)
+            print(f"clock stepped during {outcome.run_dir.name}: {outcome.summary['validity']['reasons']}; run again")
+            outcome = runner.run(RunConfig(**settings), tmp_path / "results")
         return outcome.run_dir, outcome.summary
 
     return _run
