@@ -26,7 +26,7 @@ from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
 from harness.results.records import read_records
 from harness.run import runner
-from tests.support.http_servers import ServerThread, Timing, openai_app
+from tests.support.http_servers import ServerThread, Timing, openai_app, server_side
 from tests.support.processes import gone, kill_when_placed, wait_for
 
 TOKEN_RUN = dict(use_token_latencies=True, ttft_latency_ms=5000, tpot_latency_ms=1000)
@@ -144,8 +144,7 @@ def test_server_scenario_through_shards_agrees_with_loadgen(run_harness, tmp_pat
     # a shard) and the loopback both ways (0.4-0.5 ms p50 there); an excess of 4.6 ms over the
     # injected 50 once failed a 5 % bound that took the injected figure as the truth.
     c = read_records(run_dir).columns
-    arrivals = sorted(arrivals)[len(arrivals) - len(c["issue_ns"]):]  # the warm-up's requests came first
-    server_ttft = float(np.median([w[0] - a for a, w in arrivals])) / 1e6
+    server_ttft = server_side(arrivals, len(c["issue_ns"]))["ttft"]  # the warm-up's requests came first
     queue = float(np.median(c["dispatch_ns"] - c["issue_ns"])) / 1e6
     measured = f"server's own TTFT p50 {server_ttft:.3f} ms, harness queue p50 {queue:.3f} ms, tokens {tok['ttft_ms']}"
     assert _close(tok["ttft_from_dispatch_ms"]["p50"], server_ttft, 0.05), measured
@@ -393,8 +392,7 @@ def test_two_ray_shards_match_injected_timing_and_say_where_they_ran(run_harness
     # TPOT against what the server really did, its own write stamps (as test_http_truth's
     # 32 streams): its one thread paces 16 streams late on a slow or busy machine (10.49 ms
     # for 10 seen on an AVX2-only CPU of this class), and the client is right to see that.
-    timed = sorted(arrivals)[len(arrivals) - 16:]  # the warm-up's 16 came first
-    server_tpot = float(np.median([(w[-1] - w[0]) / (len(w) - 1) for _, w in timed])) / 1e6
+    server_tpot = server_side(arrivals, 16)["tpot"]  # the warm-up's 16 came first
     measured = f"server's own TPOT p50 {server_tpot:.3f} ms, tokens {tok['tpot_ms']}"
     assert _close(server_tpot, t.tpot_ms, 0.10), measured
     assert _close(tok["tpot_ms"]["p50"], server_tpot, 0.03), measured

@@ -34,7 +34,7 @@ from harness.results.records import read_records
 from harness.results.schedule import BACKLOG
 from harness.run import runner
 from harness.run.sweep import Axis, SweepSpec, new_sweep, run_sweep
-from tests.support.http_servers import ServerThread, Timing, openai_app
+from tests.support.http_servers import ServerThread, Timing, openai_app, server_side
 from tests.support.report_runs import SCHEMA
 
 
@@ -151,8 +151,7 @@ def test_a_closed_loops_headline_is_timed_from_dispatch(tmp_path: Path):
     # What the server really did for the timed requests (the warm-up's arrived first): its
     # own TTFT, arrival to first write. As in tests/backends/test_http_truth.py the client
     # is never under the injected TTFT, and within 5 % of the server's own.
-    timed = sorted(arrivals)[-samples:]
-    server_ttft = float(np.median([w[0] - a for a, w in timed])) / 1e6
+    server_ttft = server_side(arrivals, samples)["ttft"]
     assert timing.ttft_ms <= server_ttft
     head = metrics.from_summary(s)
     assert timing.ttft_ms <= head["ttft_p50"] and abs(head["ttft_p50"] - server_ttft) <= 0.05 * server_ttft, (head, server_ttft)

@@ -138,6 +138,17 @@ class ServerThread:
 # --- OpenAI-compatible ground truth ----------------------------------------------------
 
 
+def server_side(arrivals: list[tuple[int, list[int]]], samples: int) -> dict[str, float]:
+    """What the truth server really did, p50 in ms, for the timed requests (the warm-up's
+    came first): its own TTFT (arrival to first write), TPOT and E2E. On a busy machine its
+    one thread is late to its sleeps, and the client is right to see that; the client's
+    error is its difference from these, not from the injected figures."""
+    timed = sorted(arrivals)[len(arrivals) - samples:]
+    return {"ttft": float(np.median([w[0] - a for a, w in timed])) / 1e6,
+            "e2e": float(np.median([w[-1] - a for a, w in timed])) / 1e6,
+            "tpot": float(np.median([(w[-1] - w[0]) / (len(w) - 1) for _, w in timed])) / 1e6}
+
+
 class TruthMetrics:
     """The truth server's /metrics, in vLLM's series names (a subset), from prometheus_client:
     what it did, exactly. Each request's queue, prefill and decode phases are the injected
