@@ -74,3 +74,28 @@ def split_against(trace: TraceSamples, sample_index: np.ndarray, issue_ns: np.nd
         "loadgen_issue_lateness": trace.lateness_ns[keep],
         "handover": (trace.latency_ns - trace.lateness_ns - ours)[keep],
     }
+
+
+def split_queries_against(trace: TraceSamples, sample_index: np.ndarray, issue_ns: np.ndarray,
+                          complete_ns: np.ndarray) -> dict[str, np.ndarray] | None:
+    """MultiStream's split, per query (one issue call): LoadGen's query latency runs from
+    the query's scheduled time to its last sample's completion, the harness's from its
+    callback to that same sample. The query's lateness and the hand-over (LoadGen's stamp
+    to our callback, our last completion to LoadGen's) add up to the gap. Matched as
+    `split_against` matches samples; None when the two do not hold the same samples."""
+    order = np.lexsort((sample_index, issue_ns))
+    if len(order) != len(trace.sample_index) or not np.array_equal(sample_index[order], trace.sample_index):
+        return None
+    calls = len(trace.call) and int(trace.call[-1]) + 1
+    first = np.full(calls, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.zeros(calls, dtype=np.int64)
+    np.minimum.at(first, trace.call, issue_ns[order])
+    np.maximum.at(last, trace.call, complete_ns[order])
+    lg_latency = np.zeros(calls, dtype=np.int64)
+    np.maximum.at(lg_latency, trace.call, trace.latency_ns)
+    lateness = np.zeros(calls, dtype=np.int64)
+    np.maximum.at(lateness, trace.call, trace.lateness_ns)  # one stamp per call: its samples share it
+    return {
+        "loadgen_issue_lateness": lateness,
+        "handover": lg_latency - lateness - (last - first),
+    }

@@ -20,7 +20,7 @@ from harness.results import folder
 from harness.results.breakdown import rates
 from harness.results.explain import explain
 from harness.results.folder import SCHEMA_VERSION
-from harness.results.loadgen_trace import read_trace_samples, split_against
+from harness.results.loadgen_trace import read_trace_samples, split_against, split_queries_against
 from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, loadgen_scenario, read_accuracy_log, read_detail
 from harness.results.text_accuracy import summary_section as text_accuracy
 from harness.results.find_peak import FIND_PEAK, final_round
@@ -309,6 +309,13 @@ def _agreement_section(run_dir: Path, rec: Records, scenario: str, lg: dict[str,
         lgl = _loadgen_latency_ms(lg, per_query=True)
         for k in ("p50", "p90", "p99"):
             agreement[f"query_latency_{k}"] = ratio(ours["query_latency_ms"][k], lgl[k])
+        # as for Server, per query: LoadGen's stamps lie outside ours by its hand-over
+        if lgl["mean"] is not None and ours["query_latency_ms"]["mean"] is not None:
+            agreement["issue_delay_ms"] = lgl["mean"] - ours["query_latency_ms"]["mean"]
+        trace = read_trace_samples(run_dir)
+        split = trace and split_queries_against(trace, c["sample_index"], c["issue_ns"], c["complete_ns"])
+        if split:
+            agreement["latency_split"] = {k: percentiles_ms(v) for k, v in split.items()}
     elif scenario == "Offline" and lg_tput:
         # LoadGen's rate is samples / its longest latency, timed from its own stamp of the
         # one query; the harness's span starts in its callback. The difference is the

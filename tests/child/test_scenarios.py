@@ -123,14 +123,30 @@ def test_multistream_query_latency_agrees(run_harness, max_batch, inline):
         min_duration_s=1.0,
         min_query_count=700,
         issue_inline=inline,
+        enable_trace=True,
     )
     ours = s["harness"]
     assert s["sut"]["issue_inline"] is bool(inline)
     assert ours["samples"] == 8 * s["loadgen"]["query_count"]
     assert ours["mean_batch_size"] == pytest.approx(max_batch)
-    _agree_latency(s, "p50", 0.03, 0.25, section="query_latency_ms")
-    _agree_latency(s, "p99", 0.03, 0.5, section="query_latency_ms")
     assert s["validity"]["result"] == "VALID", s["validity"]
+    _agree_latency(s, "p50", 0.03, 0.25, section="query_latency_ms")
+    # The tail, query by query from LoadGen's trace: its latency is ours plus its lateness
+    # and the hand-over (its stamps to our callback, our last completion to its own). On the
+    # AVX2 CI machine one query in a hundred waited 0.7 ms more for the hand-over (p99
+    # 3.44 ms against our 2.71), and a busy second core has made it 3-5 ms (a thread waiting
+    # out the GIL's 5 ms switch interval): a fixed tolerance on p99 cannot hold. What holds
+    # for every query holds for each percentile: LoadGen's lies above ours by no less than
+    # the least gap and no more than the largest.
+    split = s["agreement"]["latency_split"]
+    late, hand = split["loadgen_issue_lateness"], split["handover"]
+    lg = s["loadgen"]["latency_ms"]
+    measured = f"LoadGen {lg}, ours {ours['query_latency_ms']}; lateness {late}; hand-over {hand}"
+    assert s["agreement"]["issue_delay_ms"] == pytest.approx(late["mean"] + hand["mean"], abs=1e-3), measured
+    for k in ("p50", "p90", "p99", "max"):
+        gap = lg[k] - ours["query_latency_ms"][k]
+        assert late["min"] + hand["min"] - 1e-3 <= gap <= late["max"] + hand["max"] + 1e-3, (k, measured)
+    assert 0 <= hand["p50"] < 0.25, measured  # ms: the harness's own share, for the median query
 
 
 def test_accuracy_mode_scores_the_embedded_model_exactly(run_harness, embedded_model):
