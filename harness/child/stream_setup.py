@@ -245,7 +245,7 @@ def warmup_request(dataset: Dataset, i: int, backend: StreamingBackend | None = 
     own samples."""
     from dataclasses import replace
 
-    from harness.data.prompts import PromptDataset
+    from harness.data.prompt_set import PromptDataset
 
     source = getattr(dataset, "source", None)
     if isinstance(dataset, PreparedDataset) and _is_sessions(source):

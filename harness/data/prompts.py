@@ -40,159 +40,18 @@ caches prompts can reuse the prefix for every request after the first of its gro
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from harness.data.datasets import Dataset
 from harness.data.jsonl import json_objects
+from harness.data.prompt_set import Prompt, PromptDataset, TokenCounter
 from harness.data.spec import parse_dataset_spec
-from harness.data.validators import VALIDATORS, make_validator
+from harness.data.synthetic_prompts import synthetic_prompts
+from harness.data.traces import load_trace
+from harness.data.validators import VALIDATORS
 from harness.errors import DatasetError
-
-#: counts the tokens of a text in the tokenizer of the model under test
-TokenCounter = Callable[[str], int]
-
-@dataclass(frozen=True)
-class Prompt:
-    """One request's input: `prompt` or `messages`, and/or the prompt's token ids.
-
-    MLPerf's LLM files carry each prompt's token ids (`tok_input`), which their reference
-    SUTs send instead of the text; some rows have ids only. A backend sends one or the
-    other (its `prompt_from`), and `PromptDataset.check_sendable` refuses a row without it.
-    """
-
-    prompt: str | None = None
-    messages: tuple[dict[str, str], ...] | None = None
-    max_tokens: int | None = None
-    expected: str | None = None
-    #: the generator's input length (synthetic: tokens when a tokenizer counted them,
-    #: words otherwise; 0 when unknown)
-    target_input_tokens: int = 0
-    validator: str | None = None
-    #: shared-prefix group (synthetic prefix_groups) and that prefix's length in tokens
-    prefix_group: int | None = None
-    prefix_tokens: int = 0
-    #: text accuracy: the reference answer, the metric that scores it (harness.results.scoring)
-    #: and MLPerf's sub-dataset (deepseek-r1, gpt-oss pick their answer extraction by it)
-    reference: str | int | float | None = None
-    metric: str | None = None
-    subset: str | None = None
-    #: the prompt's token ids in the model's tokenizer (MLPerf's `tok_input`); None: none given
-    input_ids: tuple[int, ...] | None = None
-
-    def text(self) -> str:
-        """The whole input as one text, for local token counting."""
-        if self.prompt is not None:
-            return self.prompt
-        return "\n".join(m.get("content", "") for m in self.messages or ())
-
-
-def expected_reusable_fraction(groups: list[int | None], prefix_tokens: list[int], input_tokens: list[int]) -> float | None:
-    """Share of prompt tokens a prefix cache can serve, requests taken in the given order.
-
-    The first request of a group computes its prefix; every later one can reuse it, so
-    each group's prefix counts once as a miss. None when there are no input tokens.
-    """
-    total = sum(input_tokens)
-    if total <= 0:
-        return None
-    seen: set[int] = set()
-    reusable = 0
-    for g, p in zip(groups, prefix_tokens, strict=True):
-        if g is None:
-            continue
-        if g in seen:
-            reusable += p
-        seen.add(g)
-    return reusable / total
-
-
-class PromptDataset(Dataset):
-    """Prompts held in memory (they are small); load/unload keep the QSL's contract."""
-
-    def __init__(self, name: str, prompts: list[Prompt], source: dict[str, Any]) -> None:
-        self.name = name
-        self.prompts = prompts
-        self.source = source
-        self._checks: dict[int, Callable[[str], bool]] = {}
-        for i, p in enumerate(prompts):
-            if p.validator:
-                # Built now: a bad regex or validator name fails before the test.
-                self._checks[i] = make_validator(p.validator, p.expected, f"{name} sample {i}")
-        super().__init__(len(prompts))
-
-    def _make(self, index: int) -> Prompt:
-        return self.prompts[index]
-
-    def validate(self, index: int, answer: str) -> bool | None:
-        """The sample's validator's verdict on `answer`; None when it has no validator."""
-        check = self._checks.get(index)
-        return None if check is None else check(answer)
-
-    def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        for p in self.prompts:
-            row = asdict(p)
-            for key in ("reference", "metric", "subset", "input_ids"):  # absent: the fingerprints of before
-                if row[key] is None:
-                    del row[key]
-            h.update(json.dumps(row, sort_keys=True).encode())
-        return h.hexdigest()
-
-    def check_sendable(self, ids: bool) -> None:
-        """Refuse, before any request is built, a row that lacks what the backend sends:
-        its token ids (`ids`) or a text prompt. Names the file and row, and the fix."""
-        where = self.source.get("path") or self.name
-        for i, p in enumerate(self.prompts):
-            if ids and p.input_ids is None:
-                raise DatasetError(
-                    f"{where}: row {i} has no token ids, and the backend sends ids (prompt_from=ids): "
-                    "use a dataset that carries them (mlperf:SET:PATH, tok_input) or set prompt_from=text"
-                )
-            if not ids and p.prompt is None and p.messages is None:
-                raise DatasetError(
-                    f"{where}: row {i} has token ids only (no text prompt): set prompt_from=ids "
-                    "(http with protocol openai-completions, or pytorch-llm) to send them"
-                )
-
-    def references(self) -> list[dict[str, Any]] | None:
-        """Each sample's reference, metric and sub-dataset, for text accuracy; None when the
-        dataset has none (every row has one or none: the readers refuse a mix)."""
-        if not any(p.reference is not None for p in self.prompts):
-            return None
-        return [{"reference": p.reference, "metric": p.metric, "subset": p.subset} for p in self.prompts]
-
-    def describe(self) -> dict[str, Any]:
-        with_max = [p.max_tokens for p in self.prompts if p.max_tokens]
-        out = {
-            **super().describe(),
-            **self.source,
-            "chat": any(p.messages is not None for p in self.prompts),
-            "max_tokens_mean": float(np.mean(with_max)) if with_max else None,
-            "with_expected_output": sum(p.expected is not None for p in self.prompts),
-            "validators": {v: n for v in VALIDATORS if (n := sum(p.validator == v for p in self.prompts))},
-            "with_reference": sum(p.reference is not None for p in self.prompts),
-            "with_token_ids": sum(p.input_ids is not None for p in self.prompts),
-        }
-        if any(p.prefix_group is not None for p in self.prompts):
-            out["prefix"] = {
-                "groups": self.source.get("prefix_groups"),
-                "prefix_len": self.source.get("prefix_len"),
-                # each sample once, in index order; the run's own figure is in the summary
-                "expected_reusable_fraction": expected_reusable_fraction(
-                    [p.prefix_group for p in self.prompts],
-                    [p.prefix_tokens for p in self.prompts],
-                    [p.target_input_tokens for p in self.prompts],
-                ),
-            }
-        return out
 
 
 def _validator_param(params: dict[str, str], spec: str) -> str | None:
@@ -344,7 +203,6 @@ def build_prompt_dataset(spec: str, seed: int, count_tokens: TokenCounter | None
     if parsed.kind == "mlperf" and parsed.path is not None:
         return load_mlperf(parsed.params["set"], parsed.path)
     if parsed.kind == "trace" and parsed.path is not None:
-        from harness.data.traces import load_trace  # it builds on Prompt, PromptDataset
 
         return load_trace(spec, parsed.path, parsed.params, seed, count_tokens)
     if parsed.kind == "sharegpt" and parsed.path is not None:  # a path kind: it always has one
@@ -359,7 +217,6 @@ def build_prompt_dataset(spec: str, seed: int, count_tokens: TokenCounter | None
             f"unknown prompt dataset {spec!r}: use a .jsonl file of prompts, sharegpt:FILE.json or "
             "synthetic:isl=N,osl=N[,n=N,seed=S,prefix_groups=G,prefix_len=L]"
         )
-    from harness.data.synthetic_prompts import synthetic_prompts  # it builds on Prompt, PromptDataset
 
     ds = synthetic_prompts(spec, params, seed, count_tokens)
     if params:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.prompts import Prompt, PromptDataset, TokenCounter
+from harness.data.prompt_set import Prompt, PromptDataset, TokenCounter
 from harness.errors import DatasetError
 
 # Frequent English words that are single tokens (with their leading space) in GPT-2,

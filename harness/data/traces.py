@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.prompts import Prompt, PromptDataset, TokenCounter
+from harness.data.prompt_set import Prompt, PromptDataset, TokenCounter
+from harness.data.synthetic_prompts import _Words
 from harness.errors import DatasetError
 
 FORMATS = ("mooncake", "azure", "burstgpt")
@@ -190,8 +191,6 @@ def _float_param(params: dict[str, str], key: str, spec: str, default: float | N
 
 
 def load_trace(spec: str, path: Path, params: dict[str, str], seed: int, count: TokenCounter | None) -> TraceDataset:
-    from harness.data.synthetic_prompts import _Words
-
     params = dict(params)
     if not path.is_file():
         raise DatasetError(f"trace file {path} does not exist")

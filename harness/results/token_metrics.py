@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.prompts import expected_reusable_fraction
+from harness.data.prompt_set import expected_reusable_fraction
 from harness.results import folder
 from harness.results.kv_cache import KvShape
 from harness.results.loadgen_log import loadgen_scenario
