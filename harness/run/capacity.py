@@ -30,7 +30,7 @@ from typing import Any
 from harness.analysis.points import verdict
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
-from harness.run.sweep import pilot_values, rate_text
+from harness.run.rate_pilot import pilot_values, rate_text
 
 FIRST = 0.8  # of the start: a Server sustains less than the Offline peak
 UP, DOWN = 1.25, 0.8

@@ -37,6 +37,8 @@ from harness.data.spec import parse_dataset_spec
 from harness.errors import BackendError, ConfigError, DatasetError, ModelError, ResultsError, RunError
 from harness.results import folder
 from harness.run import runner
+from harness.run.capacity import Search
+from harness.run.rate_pilot import pilot_values, rate_text
 
 SWEEP_SCHEMA_VERSION = 1
 SWEEP_YAML = folder.SWEEP_PLAN
@@ -45,10 +47,6 @@ SWEEP_JSON = folder.SWEEP
 DATASET_AXES = ("isl", "osl", "prefix_len", "prefix_groups", "n")
 #: `target_qps=auto`: these fractions of the pilot's Offline throughput, walked upward
 AUTO_FRACTIONS = (0.1, 0.25, 0.5, 0.7, 0.85, 1.0, 1.15)
-#: an Offline pilot issues the base config's min_query_count, within these bounds (256
-#: when it sets none): a Server config's query count is sized for its tries already,
-#: and an LLM's 32 requests are minutes, where a tensor model's 2,048 samples are a second
-PILOT_SAMPLES = (16, 256, 2048)
 # A point whose run failed in one of these ways is recorded as crashed and the sweep goes
 # on; any other error (a full disk, an unwritable folder) ends the sweep.
 POINT_ERRORS = (RunError, BackendError, ModelError, DatasetError)
@@ -127,17 +125,6 @@ class Grid:
         return len(self.points)
 
 
-def pilot_values(base: RunConfig) -> dict[str, str]:
-    """An Offline pass of the same config: the throughput that a rate search starts from."""
-    low, default, high = PILOT_SAMPLES
-    count = min(max(base.min_query_count or default, low), high)
-    return {"scenario": "Offline", "min_query_count": str(count), "min_duration_s": "0"}
-
-
-def rate_text(rate: float) -> str:
-    return f"{rate:.4g}"
-
-
 @dataclass
 class AutoRate:
     """`--vary target_qps=auto`: an Offline pilot, then these fractions of its throughput
@@ -211,8 +198,6 @@ class SweepSpec:
 
     def strategy(self) -> Strategy:
         if self.kind == "capacity":
-            from harness.run.capacity import Search
-
             return Search.from_settings(self.search or {}, self.base)
         if [a.values for a in self.axes] == [("auto",)] and self.axes[0].name == "target_qps":
             return AutoRate(self.base)

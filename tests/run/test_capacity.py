@@ -245,7 +245,7 @@ def test_a_start_far_below_the_capacity_is_bracketed_in_a_few_strides():
         index, values, _ = nxt
         entries.append(_try(index, values["target_qps"], float(values["target_qps"]) <= 3000))
         assert len(entries) < 30
-    from harness.run.sweep import rate_text
+    from harness.run.rate_pilot import rate_text
 
     rates = [float(e["values"]["target_qps"]) for e in entries]
     first_fail = next(i for i, e in enumerate(entries) if e["validity"] == "INVALID")
