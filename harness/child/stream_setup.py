@@ -9,7 +9,6 @@ in a timed TTFT) and returns the factory the child calls once the records exist.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,55 +16,14 @@ from typing import Any
 import numpy as np
 
 from backends.base import Chunk, ResponseFormat, StreamingBackend
+from harness.child.event_loop_thread import EventLoopThread
+from harness.child.prepared_dataset import PreparedDataset
 from harness.child.record_writer import RecordWriter
-from harness.child.schedule import SCHEDULE_FILE, ArrivalPlan, TracePlan, precise_loop
+from harness.child.schedule import SCHEDULE_FILE, ArrivalPlan, TracePlan
 from harness.child.stream_sut import LoadGenOutlet, StreamingSUT
 from harness.config.run_config import RunConfig
 from harness.data.datasets import Dataset
 from harness.errors import BackendError, ConfigError
-
-
-class PreparedDataset(Dataset):
-    """The QSL's dataset with each loaded sample already turned into its request.
-
-    Building request bodies (JSON encoding of tensors or prompts) at load time keeps that
-    cost out of the timed path. Labels, fingerprint and description are the source's.
-    """
-
-    def __init__(self, source: Dataset, prepare: Callable[[Any], Any]) -> None:
-        self.source = source
-        self.name = source.name
-        self._prepare = prepare
-        #: the source's per-sample answer check (prompt datasets with validators)
-        self.validate: Callable[[int, str], bool | None] | None = getattr(source, "validate", None)
-        super().__init__(len(source), source.labels)
-
-    def _make(self, index: int) -> Any:
-        return self._prepare(self.source.materialize(index))
-
-    def fingerprint(self) -> str:
-        return self.source.fingerprint()
-
-    def describe(self) -> dict[str, Any]:
-        return self.source.describe()
-
-
-class EventLoopThread:
-    """An asyncio loop running forever in a daemon thread, until `close`. `precise`: timers
-    fire on time, not up to 1 ms late (harness.child.schedule.PreciseEpollSelector)."""
-
-    def __init__(self, precise: bool = False) -> None:
-        self.loop = precise_loop() if precise else asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="event-loop", daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Any, timeout: float | None = None) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
 
 
 class StreamingFactory:

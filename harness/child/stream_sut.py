@@ -77,7 +77,8 @@ from harness.results.stats import distribution
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from harness.child.stream_setup import EventLoopThread, PreparedDataset
+    from harness.child.event_loop_thread import EventLoopThread
+    from harness.child.prepared_dataset import PreparedDataset
 
 #: how often the event loop's lag probe fires: 20 wake-ups a second cost the loop ~0.01 %
 LAG_PERIOD_S = 0.05
