@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from backends.base import BackendDescription, BackendOptions, Batch, LoadContext, Outputs, TensorBackend, TensorSpec
-from harness.errors import BackendError, ModelError
+from harness.errors import BackendError, ModelError, first_line
 
 _ORT_DTYPES = {
     "tensor(float)": "float32",
@@ -69,8 +69,7 @@ class OnnxRuntimeBackend(TensorBackend):
         try:
             self.session = ort.InferenceSession(str(path), sess_options=so, providers=self.options.providers)
         except Exception as e:  # ORT raises its own Fail/InvalidGraph/... types
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ModelError(f"onnxruntime cannot load {path}: {first}") from e
+            raise ModelError(f"onnxruntime cannot load {path}: {first_line(e)}") from e
         used = self.session.get_providers()
         fell_back = [p for p in self.options.providers if p not in used]
         if fell_back:

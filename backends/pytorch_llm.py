@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from backends.base import Chunk, LoadContext, StreamingBackend, StreamingOptions
-from harness.errors import BackendError, ConfigError, DatasetError, ModelError
+from harness.errors import BackendError, ConfigError, DatasetError, ModelError, first_line
 
 
 class PyTorchLLMOptions(StreamingOptions):
@@ -151,7 +151,7 @@ class PyTorchLLMBackend(StreamingBackend):
             model = AutoModelForCausalLM.from_pretrained(str(directory), **kwargs)
         except (OSError, ValueError, KeyError) as e:
             what = f"{directory / gguf}" if gguf else str(directory)
-            raise ModelError(f"cannot load {what} with transformers {transformers.__version__}: {_first_line(e)}") from e
+            raise ModelError(f"cannot load {what} with transformers {transformers.__version__}: {first_line(e)}") from e
         # GGUF weights arrive de-quantized in fp32; one explicit cast gives every source the
         # precision asked for, and the KV cache takes the same dtype.
         self.model = model.to(device=self.device, dtype=dtype).eval()
@@ -280,7 +280,7 @@ class PyTorchLLMBackend(StreamingBackend):
             except Exception as e:  # noqa: BLE001 - fails exactly this batch's requests, with the text
                 for j in batch:
                     if not j.done:
-                        j.put(BackendError(f"generation failed: {type(e).__name__}: {_first_line(e)}"))
+                        j.put(BackendError(f"generation failed: {type(e).__name__}: {first_line(e)}"))
 
     def _generate(self, batch: list[_Job]) -> None:
         torch = self._torch
@@ -408,7 +408,3 @@ def _cache_len(cache: Any) -> int:
         return int(cache.get_seq_length())
     return int(cache[0][0].shape[-2])
 
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

@@ -15,13 +15,11 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from backends.base import TensorSpec
-from harness.errors import ConfigError, ModelError
-
-if TYPE_CHECKING:
-    from backends.pytorch import PyTorchOptions
+from backends.pytorch_options import PyTorchOptions
+from harness.errors import ConfigError, ModelError, first_line
 
 _NUMPY_DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
 
@@ -62,13 +60,13 @@ def _load_file(path: Path) -> LoadedModel:
         try:
             program = torch.export.load(str(path))
         except Exception as e:
-            raise ModelError(f"torch.export.load cannot read {path}: {_first_line(e)}") from e
+            raise ModelError(f"torch.export.load cannot read {path}: {first_line(e)}") from e
         return LoadedModel(program.module(), "export", _export_signature(program))
     if any("/code/" in n or n.endswith("constants.pkl") for n in names):
         try:
             module = torch.jit.load(str(path), map_location="cpu")
         except Exception as e:
-            raise ModelError(f"torch.jit.load cannot read {path}: {_first_line(e)}") from e
+            raise ModelError(f"torch.jit.load cannot read {path}: {first_line(e)}") from e
         return LoadedModel(module, "torchscript", _example_signature(module))
     raise ModelError(
         f"{path} is a plain torch.save file (a state_dict?), not a TorchScript or .pt2 program: "
@@ -99,7 +97,7 @@ def _import(module_part: str, ref: str) -> Any:
             "PYTHONPATH, or name a file: path/to/file.py:function"
         ) from e
     except Exception as e:
-        raise ModelError(f"--model {ref}: importing {module_part!r} raised {type(e).__name__}: {_first_line(e)}") from e
+        raise ModelError(f"--model {ref}: importing {module_part!r} raised {type(e).__name__}: {first_line(e)}") from e
 
 
 def _import_top_from_cwd(top: str) -> None:
@@ -136,7 +134,7 @@ def _load_callable(ref: str, options: PyTorchOptions, seed: int) -> LoadedModel:
             torch.manual_seed(seed)
             module = fn(**options.model_kwargs)
     except Exception as e:
-        raise ModelError(f"--model {ref}: calling {fn_name}(**model_kwargs) raised {type(e).__name__}: {_first_line(e)}") from e
+        raise ModelError(f"--model {ref}: calling {fn_name}(**model_kwargs) raised {type(e).__name__}: {first_line(e)}") from e
     if not isinstance(module, torch.nn.Module):
         raise ModelError(f"--model {ref}: {fn_name}() returned {type(module).__name__}, not a torch.nn.Module")
     digest = None
@@ -154,7 +152,7 @@ def _load_weights(module: Any, path: Path, ref: str) -> str:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
         raise ModelError(
-            f"cannot read weights {path}: {_first_line(e)}; save them with torch.save(model.state_dict(), path)"
+            f"cannot read weights {path}: {first_line(e)}; save them with torch.save(model.state_dict(), path)"
         ) from e
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]  # the usual training-checkpoint layout
@@ -192,7 +190,7 @@ def _numpy_dtype(dtype: Any) -> str:
     return name if name in _NUMPY_DTYPES else "float32"
 
 
-def _forward_arg_names(module: Any, count: int) -> list[str]:
+def forward_arg_names(module: Any, count: int) -> list[str]:
     names: list[str] = []
     try:
         schema = getattr(getattr(module, "forward", None), "schema", None)
@@ -218,7 +216,7 @@ def _example_signature(module: Any) -> list[TensorSpec] | None:
     tensors = (example,) if isinstance(example, torch.Tensor) else tuple(example)
     if not tensors or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in tensors):
         return None
-    names = _forward_arg_names(module, len(tensors))
+    names = forward_arg_names(module, len(tensors))
     return [TensorSpec(n, (None, *t.shape[1:]), _numpy_dtype(t.dtype)) for n, t in zip(names, tensors, strict=True)]
 
 
@@ -234,10 +232,6 @@ def _export_signature(program: Any) -> list[TensorSpec]:
 
 # --- messages -------------------------------------------------------------------------------
 
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _few(items: list[str], limit: int = 3) -> str:

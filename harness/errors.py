@@ -112,6 +112,12 @@ class PayloadError(ClientError):
     """The response body broke off, or the bytes are not HTTP."""
 
 
+def first_line(e: BaseException) -> str:
+    """An exception as one line of an error message: its text's first line, else its type's name."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 #: error.json's "type" -> class, so the parent re-raises what the child raised
 BY_NAME: dict[str, type[HarnessError]] = {
     cls.__name__: cls

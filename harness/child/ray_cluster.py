@@ -9,7 +9,7 @@ import platform
 from typing import Any
 
 from harness.config.run_config import RAY_MISSING, Distribute
-from harness.errors import ConfigError
+from harness.errors import ConfigError, first_line
 
 #: a local Ray keeps to loopback and reports nothing home (DESIGN: Ray on one machine)
 LOCAL_NODE_IP = "127.0.0.2"
@@ -44,7 +44,7 @@ def init(ray: Any, spec: Distribute) -> bool:
             ray.init(address=spec.address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
         except (ConnectionError, ValueError, RuntimeError) as e:
             raise ConfigError(f"distribute.address {spec.address}: cannot join the Ray cluster: "
-                              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+                              f"{first_line(e)}") from e
     return True
 
 

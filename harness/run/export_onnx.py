@@ -22,7 +22,7 @@ import numpy as np
 
 from backends.base import LoadContext, TensorSpec
 from harness.config.host import usable_cores
-from harness.errors import ConfigError, ModelError, OutputError
+from harness.errors import ConfigError, ModelError, OutputError, first_line
 
 Exporter = Literal["auto", "dynamo", "torchscript"]
 _CHECK_BATCH = 2  # not 1: a size-1 batch can get specialised into the graph
@@ -103,14 +103,14 @@ def export_onnx(
             except Exception as e:
                 if exporter == "dynamo":
                     raise
-                note = f"dynamo exporter failed ({_first_line(e)}); used the TorchScript exporter"
+                note = f"dynamo exporter failed ({first_line(e)}); used the TorchScript exporter"
                 _export(torch, module, args, out, specs, output_names, dynamic_axes, opset, False)
                 used = "torchscript"
         else:
             _export(torch, module, args, out, specs, output_names, dynamic_axes, opset, False)
             used = "torchscript"
     except Exception as e:
-        raise ModelError(f"torch.onnx.export cannot export {model}: {_first_line(e)}") from e
+        raise ModelError(f"torch.onnx.export cannot export {model}: {first_line(e)}") from e
     finally:
         backend.close()
     seconds = time.perf_counter() - t0
@@ -159,10 +159,6 @@ def _verify(path: Path, sample: dict[str, np.ndarray], reference: list[np.ndarra
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         got = session.run(None, sample)
     except Exception as e:  # ORT's own error types
-        raise ModelError(f"the exported {path} does not run under onnxruntime: {_first_line(e)}") from e
+        raise ModelError(f"the exported {path} does not run under onnxruntime: {first_line(e)}") from e
     return max(float(np.max(np.abs(g.astype(np.float64) - r.astype(np.float64)))) for g, r in zip(got, reference, strict=True))
 
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

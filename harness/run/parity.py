@@ -20,7 +20,7 @@ from harness.config import registry
 from harness.config.host import usable_cores
 from harness.config.run_config import RunConfig, validate_backend_options
 from harness.data.datasets import Dataset, build_tensor_dataset
-from harness.errors import BackendError, ConfigError, DatasetError, HarnessError
+from harness.errors import BackendError, ConfigError, DatasetError, HarnessError, first_line
 
 
 @dataclass(frozen=True)
@@ -115,8 +115,7 @@ def _predict(backend: Backend, batch: dict[str, np.ndarray], which: str, first: 
     try:
         return [np.asarray(o) for o in backend.predict(batch)]
     except Exception as e:  # a backend failing mid-way is a result to report, in one line
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise BackendError(f"side {which} failed on samples {first}-{first + len(next(iter(batch.values()))) - 1}: {msg}") from e
+        raise BackendError(f"side {which} failed on samples {first}-{first + len(next(iter(batch.values()))) - 1}: {first_line(e)}") from e
 
 
 def _compare(i: int, a: np.ndarray, b: np.ndarray, tol: Tolerances) -> OutputComparison:
