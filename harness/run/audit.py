@@ -195,7 +195,7 @@ def _test04(config: RunConfig, audit_dir: Path, rounds: int = TEST04_ROUNDS) -> 
     # Sized once (harness.run.sizing), so every run asks LoadGen for the same test: an
     # unsized Offline run is a hundred samples over in milliseconds, and two of those
     # differ by chance far more than the 10 % the audit allows.
-    config, sizing = size_offline(config, registry.get(config.backend).kind)
+    config, sizing = size_offline(config, registry.get(config.backend).kind, runner.run)
     ref, rates, config, sizing = _sized_reference(config, sizing, audit_dir)
     aud = runner.run(config, audit_dir / "audit", audit_config=TEST04_CONFIG)
     name, ref_v, _ = _speed_figure(ref.summary)

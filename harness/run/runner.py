@@ -137,7 +137,7 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None,
     `expect_cluster`: a rerun's original cluster shape (harness.results.cluster); the child
     refuses, before the test, a cluster that is not equivalent."""
     config = resolve(config)
-    config, sizing = size_offline(config, registry.get(config.backend).kind)
+    config, sizing = size_offline(config, registry.get(config.backend).kind, run)  # a pilot is a run
     # Before the folder: an endpoint that does not answer costs the user no run.
     telemetry_notes = check_endpoints(config.telemetry) if config.telemetry.enabled else []
     for note in telemetry_notes:

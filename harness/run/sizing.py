@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,10 @@ FIRST_LATENCY_PILOT = 64
 TRUST_S = 0.25
 SECOND_PILOT_S = 1.0
 MAX_PILOT_SAMPLES = 1 << 22
+
+#: runs one config into a folder under a root: harness.run.runner.run, given by its caller
+#: so that this module does not import the runner that imports it
+RunFn = Callable[[RunConfig, Path], Any]
 
 
 class _Stopped(Exception):
@@ -73,24 +78,22 @@ def _round_sig_down(x: float) -> float:
     return math.floor(x / step) * step
 
 
-def _pilot(config: RunConfig, samples: int) -> tuple[dict[str, Any], float]:
+def _pilot(config: RunConfig, samples: int, run: RunFn) -> tuple[dict[str, Any], float]:
     """(summary, seconds) of a pilot of `samples` samples (queries) of this config."""
-    from harness.run import runner
-
     key = HINTS[config.scenario]
     pilot = config.model_copy(update={"name": f"{config.name[:58]}-pilot", "min_duration_s": 0.0,
                                       "min_query_count": samples, "max_duration_s": None, key: None})
     with tempfile.TemporaryDirectory(prefix="harness-pilot-") as tmp:
-        outcome = runner.run(pilot, Path(tmp))
+        outcome = run(pilot, Path(tmp))
     if outcome.stopped_by:
         raise _Stopped(outcome.stopped_by)
     return outcome.summary, float(outcome.summary["timings_s"].get("test_s") or math.inf)
 
 
-def size_offline(config: RunConfig, kind: str) -> tuple[RunConfig, dict[str, Any] | None]:
+def size_offline(config: RunConfig, kind: str, run: RunFn) -> tuple[RunConfig, dict[str, Any] | None]:
     """The config with its load hint from a pilot, and how it was found; the config
     unchanged (and None) when it needs none. A pilot that fails leaves the config as it is:
-    the timed run then fails the same way, in a folder the user keeps.
+    the timed run then fails the same way, in a folder the user keeps. `run` runs a pilot.
 
     Offline: offline_expected_qps = the pilot's rate x MARGIN. SingleStream/MultiStream:
     LoadGen generates min_duration / expected latency queries, too few when the system is
@@ -103,11 +106,11 @@ def size_offline(config: RunConfig, kind: str) -> tuple[RunConfig, dict[str, Any
     offline = config.scenario == "Offline"
     samples = FIRST_PILOT if offline else FIRST_LATENCY_PILOT
     try:
-        summary, took = _pilot(config, samples)
+        summary, took = _pilot(config, samples, run)
         rate = float(summary["loadgen"].get("throughput_per_s") or 0.0)
         if offline and 0 < took < TRUST_S:
             samples = int(min(max(rate * SECOND_PILOT_S, samples), MAX_PILOT_SAMPLES))
-            summary, took = _pilot(config, samples)
+            summary, took = _pilot(config, samples, run)
             rate = float(summary["loadgen"].get("throughput_per_s") or 0.0)
     except _Stopped as e:
         raise RunError(f"stopped by {e} while sizing the test from a pilot, before the timed run") from e
