@@ -1,11 +1,13 @@
 """The layer contracts of pyproject.toml ([tool.importlinter]) hold, and they can fail.
 
 `lint-imports` runs on this tree, then on a copy with one back-import planted in each of
-the contracts' directions: a contract that cannot fail would pin nothing.
+the contracts' directions: a contract that cannot fail would pin nothing. No two modules import
+each other, lazily or not; a planted lazy back-import shows that check can fail too.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -51,3 +53,39 @@ def test_a_planted_back_import_breaks_its_contract(tmp_path: Path, module: str, 
     assert out.returncode != 0, out.stdout
     assert f"{contract}" in out.stdout and "BROKEN" in out.stdout, out.stdout
     assert module.removesuffix(".py").replace("/", ".") in out.stdout, out.stdout
+
+
+def import_circles(root: Path) -> list[tuple[str, str]]:
+    """Pairs of modules of `harness` and `backends` under `root` that import each other,
+    counting every import statement: at the top, inside a function (a lazy import is
+    still a circle, hidden) and under TYPE_CHECKING."""
+    modules: dict[str, Path] = {}
+    for package in ("harness", "backends"):
+        for path in (root / package).rglob("*.py"):
+            name = ".".join(path.relative_to(root).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+    imports: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = imports.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:  # `from pkg import module` names the module
+                    target = f"{node.module}.{a.name}"
+                    found.add(target if target in modules else node.module)
+        found.discard(name)
+    return sorted((a, b) for a in imports for b in imports[a] if a < b and a in imports.get(b, ()))
+
+
+def test_no_two_modules_import_each_other() -> None:
+    assert import_circles(ROOT) == []
+
+
+def test_a_planted_lazy_back_import_is_a_circle(tmp_path: Path) -> None:
+    copy = tmp_path / "tree"
+    for name in ("harness", "backends"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "harness/run/sizing.py"  # the runner imports it; a pilot once imported the runner back
+    target.write_text(target.read_text() + "\n\ndef _planted():\n    from harness.run import runner  # noqa\n")
+    assert import_circles(copy) == [("harness.run.runner", "harness.run.sizing")]
