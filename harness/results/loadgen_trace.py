@@ -58,6 +58,15 @@ def read_trace_samples(run_dir: Path) -> TraceSamples | None:
     return TraceSamples(call[order], a[order, 2], a[order, 3], a[order, 4])
 
 
+def _matched_order(trace: TraceSamples, sample_index: np.ndarray, issue_ns: np.ndarray) -> np.ndarray | None:
+    """Our rows in the trace's order (issue order, then sample index within a call), or None
+    when the two do not hold the same samples in that order."""
+    order = np.lexsort((sample_index, issue_ns))
+    if len(order) != len(trace.sample_index) or not np.array_equal(sample_index[order], trace.sample_index):
+        return None
+    return order
+
+
 def split_against(trace: TraceSamples, sample_index: np.ndarray, issue_ns: np.ndarray, complete_ns: np.ndarray,
                   ok: np.ndarray) -> dict[str, np.ndarray] | None:
     """Per successful sample: LoadGen's lateness, and the harness's hand-over and hand-back
@@ -65,8 +74,8 @@ def split_against(trace: TraceSamples, sample_index: np.ndarray, issue_ns: np.nd
     both sides share, and by sample index within one issue call; None when the two do not
     hold the same samples in that order (a truncated trace, a find-peak run's several
     rounds) rather than a wrong pairing."""
-    order = np.lexsort((sample_index, issue_ns))
-    if len(order) != len(trace.sample_index) or not np.array_equal(sample_index[order], trace.sample_index):
+    order = _matched_order(trace, sample_index, issue_ns)
+    if order is None:
         return None
     ours = (complete_ns - issue_ns)[order]
     keep = ok[order]
@@ -83,8 +92,8 @@ def split_queries_against(trace: TraceSamples, sample_index: np.ndarray, issue_n
     callback to that same sample. The query's lateness and the hand-over (LoadGen's stamp
     to our callback, our last completion to LoadGen's) add up to the gap. Matched as
     `split_against` matches samples; None when the two do not hold the same samples."""
-    order = np.lexsort((sample_index, issue_ns))
-    if len(order) != len(trace.sample_index) or not np.array_equal(sample_index[order], trace.sample_index):
+    order = _matched_order(trace, sample_index, issue_ns)
+    if order is None:
         return None
     calls = len(trace.call) and int(trace.call[-1]) + 1
     first = np.full(calls, np.iinfo(np.int64).max, dtype=np.int64)

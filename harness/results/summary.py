@@ -293,27 +293,24 @@ def _agreement_section(run_dir: Path, rec: Records, scenario: str, lg: dict[str,
         # LoadGen times failed samples like any other (often as very fast ones); ours
         # exclude them, so latency figures are not expected to agree.
         agreement["latency_note"] = f"{ours['failed']} failed samples are in LoadGen's latency, not in ours"
-    elif scenario in ("Server", "SingleStream"):
-        lgl = _loadgen_latency_ms(lg, per_query=False)
+    elif scenario in ("Server", "SingleStream", "MultiStream"):
+        per_query = scenario == "MultiStream"  # MultiStream's latency is a query's (its samples)
+        lgl = _loadgen_latency_ms(lg, per_query=per_query)
+        name = "query_latency" if per_query else "latency"
+        mine = ours[f"{name}_ms"]
         for k in ("p50", "p90", "p99"):
-            agreement[f"latency_{k}"] = ratio(ours["latency_ms"][k], lgl[k])
+            agreement[f"{name}_{k}"] = ratio(mine[k], lgl[k])
         # LoadGen times from its own issue stamp, the harness from its callback: the
         # mean gap is LoadGen's hand-over delay, shown so it is never mistaken for SUT time.
-        if lgl["mean"] is not None and ours["latency_ms"]["mean"] is not None:
-            agreement["issue_delay_ms"] = lgl["mean"] - ours["latency_ms"]["mean"]
+        if lgl["mean"] is not None and mine["mean"] is not None:
+            agreement["issue_delay_ms"] = lgl["mean"] - mine["mean"]
         trace = read_trace_samples(run_dir)
-        split = trace and split_against(trace, c["sample_index"], c["issue_ns"], c["complete_ns"], rec.ok())
-        if split:
-            agreement["latency_split"] = {k: percentiles_ms(v) for k, v in split.items()}
-    elif scenario == "MultiStream":
-        lgl = _loadgen_latency_ms(lg, per_query=True)
-        for k in ("p50", "p90", "p99"):
-            agreement[f"query_latency_{k}"] = ratio(ours["query_latency_ms"][k], lgl[k])
-        # as for Server, per query: LoadGen's stamps lie outside ours by its hand-over
-        if lgl["mean"] is not None and ours["query_latency_ms"]["mean"] is not None:
-            agreement["issue_delay_ms"] = lgl["mean"] - ours["query_latency_ms"]["mean"]
-        trace = read_trace_samples(run_dir)
-        split = trace and split_queries_against(trace, c["sample_index"], c["issue_ns"], c["complete_ns"])
+        if trace and per_query:
+            split = split_queries_against(trace, c["sample_index"], c["issue_ns"], c["complete_ns"])
+        elif trace:
+            split = split_against(trace, c["sample_index"], c["issue_ns"], c["complete_ns"], rec.ok())
+        else:
+            split = None
         if split:
             agreement["latency_split"] = {k: percentiles_ms(v) for k, v in split.items()}
     elif scenario == "Offline" and lg_tput:
