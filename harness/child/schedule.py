@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from harness.results.folder import SCHEDULE
+from harness.results.records import int_array
 
 #: the file of each dispatched sample's scheduled time
 SCHEDULE_FILE = SCHEDULE
@@ -258,8 +259,8 @@ class Schedule:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.table({"query_id": pa.array(self.sent_ids, pa.int64()),
-                          "scheduled_ns": pa.array(self.sent_due, pa.int64())})
+        table = pa.Table.from_arrays([int_array(self.sent_ids, pa.int64()), int_array(self.sent_due, pa.int64())],
+                                     names=["query_id", "scheduled_ns"])
         tmp = self._path.with_suffix(".tmp")
         pq.write_table(table, tmp)
         tmp.replace(self._path)

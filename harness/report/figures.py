@@ -18,6 +18,11 @@ Table = tuple[list[str], list[list[str]]]
 LATENCY_KEYS = PERCENTILE_KEYS + ("mean", "min", "max")
 
 
+def ms_text(v: float) -> str:
+    """3,493 or 1.05 or 0.0123: plain digits, never 3.49e+03."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def numeric_columns(spec: Table) -> list[bool]:
     """Which columns hold only figures (right-aligned); text columns read better left-aligned."""
     header, rows = spec

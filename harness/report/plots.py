@@ -22,6 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
+from harness.report.figures import ms_text
 from harness.results.breakdown import STAGES, stage_ns, time_series
 from harness.results.records import ok_mask
 from harness.results.stats import distribution as plain_distribution
@@ -51,11 +52,6 @@ class Png(str):
 class Plots(NamedTuple):
     figures: list[tuple[str, str]]  # (caption, data URI)
     notes: list[str]  # why a figure the run might have had is not drawn
-
-
-def ms_text(v: float) -> str:
-    """3,493 or 1.05 or 0.0123: plain digits, never 3.49e+03."""
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 class _PlainFormatter(ScalarFormatter):

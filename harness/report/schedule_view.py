@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.report.plots import _png, ms_text
+from harness.report.figures import ms_text
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -45,8 +45,12 @@ def schedule_table(section: dict[str, Any]) -> Table:
 def schedule_plot(section: dict[str, Any]) -> str:
     """Top: requests scheduled and dispatched in each second. Bottom: each second's worst
     lag, against the limit. A late client shows as dispatches trailing the offered load."""
+    # here, not at the top: the terminal view imports this module, and matplotlib costs
+    # every `harness` command a second on 2 cores
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
+
+    from harness.report.plots import _png
 
     per = np.array([[row[0], row[1], row[2], np.nan if row[3] is None else row[3]] for row in section["per_second"]],
                    dtype=np.float64)

@@ -18,8 +18,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from harness.analysis.diagnosis import axis_value, complete_points, concurrency_axis, fit, load_order
+from harness.report.figures import ms_text
 from harness.report.plots import _png as png
-from harness.report.plots import HEADROOM, ms_text, room
+from harness.report.plots import HEADROOM, room
 
 Plot = tuple[str, str]  # (caption, data URI)
 Point = dict[str, Any]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness.results import folder
-from harness.results.records import Records
+from harness.results.records import Records, numpy_of
 from harness.results.stats import NS_PER_MS, distribution
 
 SCHEDULE_FILE = folder.SCHEDULE
@@ -35,7 +35,7 @@ def read_schedule(run_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
 
     try:
         table = pq.read_table(path)
-        return table["query_id"].to_numpy(), table["scheduled_ns"].to_numpy()
+        return numpy_of(table["query_id"]), numpy_of(table["scheduled_ns"])
     except Exception as e:  # noqa: BLE001 - pyarrow's many error types: one line naming the file
         raise ResultsError(f"{path} is damaged ({type(e).__name__}: {e}); re-run the test") from e
 
