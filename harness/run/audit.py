@@ -33,6 +33,7 @@ import json
 import shutil
 import statistics
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +196,9 @@ def _test04(config: RunConfig, audit_dir: Path, rounds: int = TEST04_ROUNDS) -> 
     # Sized once (harness.run.sizing), so every run asks LoadGen for the same test: an
     # unsized Offline run is a hundred samples over in milliseconds, and two of those
     # differ by chance far more than the 10 % the audit allows.
-    config, sizing = size_offline(config, registry.get(config.backend).kind, runner.run)
+    # a pilot that cannot start is the reference's failure, its attempt kept where that one's would be
+    config, sizing = size_offline(config, registry.get(config.backend).kind,
+                                  partial(runner.run, failed_root=audit_dir / "reference"))
     ref, rates, config, sizing = _sized_reference(config, sizing, audit_dir)
     aud = runner.run(config, audit_dir / "audit", audit_config=TEST04_CONFIG)
     name, ref_v, _ = _speed_figure(ref.summary)

@@ -15,6 +15,7 @@ import datetime as dt
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -131,13 +133,16 @@ def _manifest(config: RunConfig, run_dir: Path) -> dict[str, Any]:
 
 
 def run(config: RunConfig, output_root: Path, audit_config: str | None = None,
-        expect_cluster: dict[str, Any] | None = None) -> RunOutcome:
+        expect_cluster: dict[str, Any] | None = None, failed_root: Path | None = None) -> RunOutcome:
     """One test in a child process. `audit_config`: the text of a LoadGen compliance
     audit.config (TEST01/TEST04), written into the folder before the child starts.
     `expect_cluster`: a rerun's original cluster shape (harness.results.cluster); the child
-    refuses, before the test, a cluster that is not equivalent."""
+    refuses, before the test, a cluster that is not equivalent. `failed_root`: where an
+    attempt that never started is set aside (default `output_root`), for a pilot run in a
+    temporary folder whose failure is the run's."""
     config = resolve(config)
-    config, sizing = size_offline(config, registry.get(config.backend).kind, run)  # a pilot is a run
+    # a pilot is a run; one that cannot start keeps its attempt where this run's would be
+    config, sizing = size_offline(config, registry.get(config.backend).kind, partial(run, failed_root=output_root))
     # Before the folder: an endpoint that does not answer costs the user no run.
     telemetry_notes = check_endpoints(config.telemetry) if config.telemetry.enabled else []
     for note in telemetry_notes:
@@ -181,11 +186,12 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None,
         # A configuration or model problem found before the test started: one clear line,
         # raised as the type the child raised, so library callers can catch ModelError.
         # The folder moves under .failed/, which `results/*` globs skip: it holds no run.
-        kept = _set_aside(run_dir, output_root)
+        kept = _set_aside(run_dir, failed_root or output_root)
         err: HarnessError = BY_NAME.get(error.get("type", ""), HarnessError)(
             f"{error['message']} (the attempt's files: {kept})"
         )
         err.child_traceback = error.get("traceback")  # type: ignore[attr-defined]
+        err.set_aside = kept  # type: ignore[attr-defined]
         raise err
     if status["status"] != "complete" and error and not error.get("harness_error"):
         # A bug of the harness (or the backend's runtime) in the child: a crash, not failed samples.
@@ -204,7 +210,7 @@ def _set_aside(run_dir: Path, output_root: Path) -> Path:
     target = output_root / FAILED_DIR / run_dir.name
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        run_dir.rename(target)
+        shutil.move(run_dir, target)  # a pilot's folder is on the temporary folder's disk
         return target
     except OSError:
         return run_dir

@@ -92,8 +92,9 @@ def _pilot(config: RunConfig, samples: int, run: RunFn) -> tuple[dict[str, Any],
 
 def size_offline(config: RunConfig, kind: str, run: RunFn) -> tuple[RunConfig, dict[str, Any] | None]:
     """The config with its load hint from a pilot, and how it was found; the config
-    unchanged (and None) when it needs none. A pilot that fails leaves the config as it is:
-    the timed run then fails the same way, in a folder the user keeps. `run` runs a pilot.
+    unchanged (and None) when it needs none. A pilot that fails in its test leaves the
+    config as it is: the timed run then fails the same way, in a folder the user keeps. One
+    that cannot start raises its error. `run` runs a pilot.
 
     Offline: offline_expected_qps = the pilot's rate x MARGIN. SingleStream/MultiStream:
     LoadGen generates min_duration / expected latency queries, too few when the system is
@@ -114,7 +115,12 @@ def size_offline(config: RunConfig, kind: str, run: RunFn) -> tuple[RunConfig, d
             rate = float(summary["loadgen"].get("throughput_per_s") or 0.0)
     except _Stopped as e:
         raise RunError(f"stopped by {e} while sizing the test from a pilot, before the timed run") from e
-    except HarnessError:
+    except HarnessError as e:
+        if getattr(e, "set_aside", None) is not None:
+            # The model or the configuration failed before the pilot's test started, and
+            # the timed run would fail the same way (a second child: seconds with torch),
+            # so this is the run's error, its attempt set aside where the run's would be.
+            raise
         return config, None
     if offline:
         measured = rate

@@ -93,6 +93,9 @@ def test_the_child_error_type_and_traceback_reach_the_parent(tmp_path):
     assert str(run_dir) in str(e.value)
     error = json.loads((run_dir / "error.json").read_text())
     assert error["type"] == "ModelError" and error["harness_error"] is True
+    # It is the sizing pilot's attempt (no hint given): a model that cannot load fails the
+    # timed run the same way, so the run is not tried a second time.
+    assert run_dir.name.endswith("-pilot-Offline"), run_dir.name
 
 
 def test_debug_prints_the_childs_traceback(tmp_path):

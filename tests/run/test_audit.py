@@ -12,6 +12,7 @@ import pytest
 
 from harness.analysis.compliance import load_audit
 from harness.config.run_config import RunConfig
+from harness.errors import ModelError
 from harness.results.loadgen_log import read_detail
 from harness.run.audit import judge_rounds, run_audit
 
@@ -92,6 +93,20 @@ def test_test04_sizes_an_unhinted_offline_run_and_passes_an_honest_sut(tmp_path:
     ref_lg, _, _ = read_detail(Path(f["reference_run"]))
     aud_lg, _, _ = read_detail(Path(f["audit_run"]))
     assert ref_lg["effective_target_qps"] == aud_lg["effective_target_qps"] == f["sizing"]["offline_expected_qps"]
+
+
+def test_test04_of_a_model_that_cannot_load_is_its_error_once_with_the_attempt_kept(tmp_path: Path):
+    """The sizing pilot is the first run to load the model: its error is the audit's, and
+    its attempt stays where the reference run's would have been (not in the pilot's
+    temporary folder, gone with it), with no reference run tried after it."""
+    model = tmp_path / "broken.onnx"
+    model.write_bytes(b"not an onnx model")
+    with pytest.raises(ModelError) as e:
+        run_audit("TEST04", RunConfig(backend="onnxruntime", model=str(model), scenario="Offline"), tmp_path / "out")
+    (audit_dir,) = (tmp_path / "out").iterdir()
+    (kept,) = (audit_dir / "reference" / ".failed").iterdir()
+    assert kept.name.endswith("-pilot-Offline") and str(kept) in str(e.value)
+    assert json.loads((kept / "error.json").read_text())["type"] == "ModelError"
 
 
 def test_test04_refuses_to_judge_from_an_invalid_reference(tmp_path: Path):
