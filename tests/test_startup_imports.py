@@ -2,7 +2,7 @@
 command's process and in the run's child.
 
 Neither needs pandas or matplotlib for a run and its terminal view, and together they cost
-a second and a half of a 3.5 s command on 2 cores (`benchmarks/bench_startup.py`): pyarrow's
+1.4 s of a 3.2 s command on 2 cores (`benchmarks/bench_startup.py`: 3.17 -> 1.78 s): pyarrow's
 `pa.array` and `to_numpy` import pandas (harness.results.records avoids both), and the
 terminal view once imported the plots module. Every run of a sweep, a capacity search or a
 repeat pays this again, so it is checked, from Python's own import log of both processes.
