@@ -63,10 +63,18 @@ run: install
 install-all:
 	$(MAKE) -j3 install-test install-vllm install-mlserver
 
+PYTEST := HARNESS_VLLM_PYTHON=$(VLLM_VENV)/bin/python HARNESS_VLLM_MODEL=$(VLLM_MODEL) \
+  HARNESS_MLSERVER_PYTHON=$(MLSERVER_VENV)/bin/python $(BIN)/python -m pytest -q
+
+# Two passes over the suite (docs/testing.md, "Two passes"): the tests marked `parallel`,
+# whose verdicts no machine speed can change, two at a time (a file's tests together, so
+# its module fixtures are built once); then every other test alone, as a test that times
+# anything needs the machine to itself. Both passes run whatever the first said.
 test: install-all
 	$(BIN)/lint-imports  # the layer contracts of pyproject.toml (docs/architecture.md)
-	HARNESS_VLLM_PYTHON=$(VLLM_VENV)/bin/python HARNESS_VLLM_MODEL=$(VLLM_MODEL) \
-	  HARNESS_MLSERVER_PYTHON=$(MLSERVER_VENV)/bin/python $(BIN)/python -m pytest -q
+	$(PYTEST) -m parallel -n 2 --dist loadfile; first=$$?; \
+	$(PYTEST) -m "not parallel"; second=$$?; \
+	test $$first -eq 0 -a $$second -eq 0
 
 bench: install-test
 	$(BIN)/python benchmarks/bench_core.py

@@ -402,6 +402,7 @@ def _check_line(command: str, argv: list[str], folder: Path, proc: subprocess.Co
 # --- the tests ------------------------------------------------------------------------------
 
 
+@pytest.mark.parallel
 def test_every_placeholder_of_the_tour_is_supplied():
     commands = tour_commands(README.read_text())
     assert len(commands) >= 20 and next(iter(commands)) == "harness run", list(commands)

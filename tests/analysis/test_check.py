@@ -40,6 +40,7 @@ def _kinds(result) -> dict[str, str]:
     return {f.what: f.kind for f in result.findings}
 
 
+@pytest.mark.parallel
 def test_intact_folder_is_valid_and_records_match_loadgen(valid_run: Path):
     result = check_run(valid_run)
     assert result.exit_code == EXIT_VALID and result.verdict == "valid"
@@ -59,6 +60,7 @@ def _columns(run_dir: Path) -> dict:
     return {c: cols[c].copy() for c in COLUMNS}
 
 
+@pytest.mark.parallel
 def test_one_changed_record_is_tampering(copy: Path):
     cols = _columns(copy)
     cols["complete_ns"][5] -= 1000  # complete_ns 1 µs earlier: a flattering edit
@@ -68,6 +70,7 @@ def test_one_changed_record_is_tampering(copy: Path):
     assert _kinds(result)["records.parquet"] == "tampered"
 
 
+@pytest.mark.parallel
 def test_a_folder_from_before_parquet_checks_its_records_csv(copy: Path):
     """Folders written before records.parquet hold records.csv, hashed under that name."""
     before = _columns(copy)
@@ -85,6 +88,7 @@ def test_a_folder_from_before_parquet_checks_its_records_csv(copy: Path):
         assert list(legacy[c]) == list(before[c]), c
 
 
+@pytest.mark.parallel
 def test_missing_loadgen_log_is_incomplete(copy: Path):
     (copy / "mlperf_log_detail.txt").unlink()
     result = check_run(copy, rebuild_dataset=False)
@@ -92,6 +96,7 @@ def test_missing_loadgen_log_is_incomplete(copy: Path):
     assert _kinds(result)["mlperf_log_detail.txt"] == "incomplete"
 
 
+@pytest.mark.parallel
 def test_edited_config_is_tampering(copy: Path):
     text = (copy / "run.yaml").read_text()
     (copy / "run.yaml").write_text(text.replace("max_batch: 16", "max_batch: 32"))
@@ -99,6 +104,7 @@ def test_edited_config_is_tampering(copy: Path):
     assert result.exit_code == EXIT_TAMPERED and _kinds(result)["run.yaml"] == "tampered"
 
 
+@pytest.mark.parallel
 def test_records_cut_short_are_counted(copy: Path):
     write_records(copy, {c: v[:-10] for c, v in _columns(copy).items()})
     manifest = json.loads((copy / "manifest.json").read_text())
@@ -110,6 +116,7 @@ def test_records_cut_short_are_counted(copy: Path):
     assert detail == "13190 records for the 13200 samples LoadGen issued"
 
 
+@pytest.mark.parallel
 def test_dataset_is_rebuilt_and_hashed(copy: Path):
     summary = json.loads((copy / "summary.json").read_text())
     summary["dataset"]["sha256"] = "0" * 64
@@ -133,6 +140,7 @@ def test_invalid_run_and_cli_exit_codes(valid_run: Path, tmp_path: Path):
     assert codes == {"valid": 0, "invalid": 4, "not a folder": 2}
 
 
+@pytest.mark.parallel
 def test_prompt_file_is_reread_and_hashed(tmp_path: Path):
     """A generative run's .jsonl prompts are hashed again by check: an edited file is caught."""
     from tests.support.http_servers import ServerThread, Timing, openai_app
@@ -151,6 +159,7 @@ def test_prompt_file_is_reread_and_hashed(tmp_path: Path):
     assert result.exit_code == EXIT_TAMPERED and _kinds(result)["dataset"] == "tampered"
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("scenario", ["Offline", "MultiStream", "SingleStream"])
 def test_an_accuracy_run_over_several_loadable_sets_is_complete(scenario: str, tmp_path: Path):
     """A dataset larger than the performance sample count is issued in several loadable

@@ -25,6 +25,8 @@ from harness.results import folder
 from harness.run import runner
 from tests.support.legacy_records import to_legacy_csv
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 GARBAGE = bytes(range(256)) * 4  # not UTF-8, holds NUL bytes
 SHEET = "currency: USD\ndevice_hourly: 2.0\nper_request: 0.001\n"
 

@@ -32,6 +32,7 @@ def finding(findings: list[dict[str, Any]], start: str) -> dict[str, Any] | None
     return next((f for f in findings if f["finding"].startswith(start)), None)
 
 
+@pytest.mark.parallel
 def test_a_deficit_the_latency_explains_is_not_saturation():
     """LoadGen's completed rate trails its offered one by the last request's latency: λ x
     latency / N of the run. 20 queries at 32/s whose every answer takes 700 ms complete at
@@ -51,6 +52,7 @@ def test_a_deficit_the_latency_explains_is_not_saturation():
     assert saturated(old) and not saturated({**old, "completed_per_s": 29})
 
 
+@pytest.mark.parallel
 def test_fit_is_least_squares():
     a, b, r2 = fit([1.0, 2.0, 3.0, 4.0], [5.0, 7.0, 9.0, 11.0])
     assert (round(a, 9), round(b, 9), r2) == (3.0, 2.0, 1.0)
@@ -150,6 +152,7 @@ def _points(axis: str, xs: list[float], **series: list[float]) -> dict[str, Any]
     return {"axes": [{"name": axis, "values": [str(x) for x in xs]}], "points": points}
 
 
+@pytest.mark.parallel
 def test_tpot_against_concurrency_and_failures_against_load_follow_their_rules():
     conc = [1, 2, 4, 8]
     grows = diagnose(_points("max_in_flight", conc, tpot_p50=[2.0 + 0.5 * c for c in conc]))

@@ -59,6 +59,7 @@ def _rules(paths: list[Path], tmp_path: Path, division: str = "open", system: di
     return [line[4:] for line in str(e.value).splitlines() if line.startswith("  - ")]
 
 
+@pytest.mark.parallel
 def test_the_token_bounds_in_the_table_are_loadgens():
     """The checker's LLM_LATENCY_LIMITS beside the bounds LoadGen's compiled-in mlperf.conf
     gives `<model>.Server` and `<model>-interactive.Server`: one table, two sources."""
@@ -99,6 +100,7 @@ def test_interactive_runs_as_loadgens_server_and_is_reported_as_interactive(runs
     assert all(len(line) <= 78 for line in lines[1:]), lines  # the headline fits 80 columns, indented by 2
 
 
+@pytest.mark.parallel
 def test_interactive_is_refused_for_a_benchmark_without_interactive_bounds():
     with pytest.raises(ValueError, match="scenario Interactive is an LLM benchmark's Server") as e:
         RunConfig(scenario="Interactive", benchmark="resnet50")
@@ -161,6 +163,7 @@ def test_a_datacenter_llm_needs_offline_and_one_of_server_or_interactive(runs, t
     assert "system_type" not in joined
 
 
+@pytest.mark.parallel
 def test_loadgen_errors_are_named(tmp_path):
     """One token an answer: LoadGen logs an error per sample (it wants at least 2 to time
     TPOT), and the checker rejects a log with errors."""
@@ -169,6 +172,7 @@ def test_loadgen_errors_are_named(tmp_path):
     assert "llama3_1-8b/Server: LoadGen logged" in joined and "Number of tokens need to be greater than 1" in joined
 
 
+@pytest.mark.parallel
 def test_accuracy_is_held_to_the_llm_targets_and_window():
     """ROUGE and gen_len as accuracy.txt gives them (percent, characters), by the checker's keys."""
     eff = {"accuracy_sample_count": 13_368}
@@ -221,6 +225,7 @@ def test_the_llm_layout_uses_the_checkers_names(runs, tmp_path):
     assert float(readme.split("the checker's figure): ")[1].split()[0]) > 0
 
 
+@pytest.mark.parallel
 def test_the_llm_table_reads_as_the_checkers():
     bench = BENCHMARKS["llama3_1-8b"]
     assert bench.is_llm and not BENCHMARKS["resnet50"].is_llm
@@ -235,6 +240,7 @@ def test_the_llm_table_reads_as_the_checkers():
     assert RunConfig(benchmark="llama3_1-8b", use_token_latencies=False).use_token_latencies is False
 
 
+@pytest.mark.parallel
 def test_a_forced_llm_submission_holds_performance_accuracy_txt_and_test06_as_the_checker_reads_them(tmp_path):
     """The three pieces of an LLM scenario folder from three real runs against one truth
     server (llama3_1-8b, Server): the performance run, an accuracy run of a cnn_eval.json whose

@@ -69,6 +69,7 @@ def _compare(*args: str) -> int:
     return CliRunner().invoke(cli, ["compare", *args]).exit_code
 
 
+@pytest.mark.parallel
 def test_accuracy_gate_fires_on_wrong_answers(qa_runs):
     base, cand = qa_runs
     s = json.loads((cand / "summary.json").read_text())
@@ -78,6 +79,7 @@ def test_accuracy_gate_fires_on_wrong_answers(qa_runs):
     assert _compare(str(base), str(base), "--fail-if", "accuracy < -1pt") == 0
 
 
+@pytest.mark.parallel
 def test_rouge_gate_fires_by_metric_name(rouge_runs):
     base, cand = rouge_runs
     rouge = json.loads((cand / "summary.json").read_text())["text_accuracy"]["rouge"]
@@ -87,6 +89,7 @@ def test_rouge_gate_fires_by_metric_name(rouge_runs):
     assert _compare(str(base), str(base), "--fail-if", "rouge1 < -0.5pt") == 0
 
 
+@pytest.mark.parallel
 def test_a_wrong_answer_is_not_a_successful_task(qa_runs):
     _, cand = qa_runs
     summary = json.loads((cand / "summary.json").read_text())
@@ -97,6 +100,7 @@ def test_a_wrong_answer_is_not_a_successful_task(qa_runs):
     assert "2 wrong answers are not successes" in cost["success_criterion"]
 
 
+@pytest.mark.parallel
 def test_rouge_runs_say_their_successes_are_not_adjusted(rouge_runs):
     _, cand = rouge_runs
     summary = json.loads((cand / "summary.json").read_text())
@@ -177,6 +181,7 @@ def test_sweep_accuracy_shows_each_points_score_in_its_table(tmp_path):
             assert part in text and part in res.stdout, (part, text)
 
 
+@pytest.mark.parallel
 def test_sweep_accuracy_refuses_a_dataset_without_references_before_any_run(tmp_path):
     from harness.errors import EXIT_USAGE
 

@@ -23,6 +23,8 @@ from harness.errors import BackendError, RunError
 from harness.results.records import read_records
 from harness.run import runner
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 MODULE = "thirdparty_backends"
 
 SOURCE = '''

@@ -20,6 +20,8 @@ from harness.errors import ConfigError
 from harness.results.records import read_records
 from tests.support.http_servers import ServerThread, Timing, openai_app
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 ANSWERS = {
     "request 0": "The cat sat on the mat.",
     "request 1": "Stocks fell sharply on Monday after the report.",

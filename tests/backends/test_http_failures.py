@@ -73,6 +73,7 @@ def test_every_failure_kind_is_counted_apart(run_harness, tmp_path, scenario):
     assert any("failed" in r for r in s["validity"]["reasons"])
 
 
+@pytest.mark.parallel
 def test_non_streaming_malformed_and_empty_answers(run_harness, tmp_path):
     behaviours = ["@ok", "@empty", "@http_503", "@disconnect"]
     prompts = write_prompts(tmp_path / "prompts.jsonl", behaviours)
@@ -111,6 +112,7 @@ def test_read_timeout_counts_silence_not_length(run_harness, tmp_path):
     assert 500 <= (rec["complete_ns"][no_headers] - rec["dispatch_ns"][no_headers]) / 1e6 < 700
 
 
+@pytest.mark.parallel
 def test_malformed_json_body(run_harness, tmp_path):
     # A server that is not what it claims: the json protocol's answer is an HTML page.
     from aiohttp import web
@@ -143,6 +145,7 @@ def test_malformed_json_body(run_harness, tmp_path):
     assert s["tokens"] is None  # a json run carries no tokens
 
 
+@pytest.mark.parallel
 def test_connection_refused_with_retries_counted(run_harness):
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
@@ -170,6 +173,7 @@ def test_connection_refused_with_retries_counted(run_harness):
     assert [e["retries"] for e in lines] == [2] * 16
 
 
+@pytest.mark.parallel
 def test_api_key_is_used_but_never_written(run_harness, monkeypatch, tmp_path):
     secret = "sk-test-7f3a9c1e5b2d"
     monkeypatch.setenv("HARNESS_TEST_API_KEY", secret)
@@ -196,6 +200,7 @@ def test_api_key_is_used_but_never_written(run_harness, monkeypatch, tmp_path):
                 assert secret.encode() not in f.read_bytes(), f
 
 
+@pytest.mark.parallel
 def test_credentials_never_come_from_the_config():
     with pytest.raises(ValueError, match="api_key_env"):
         HttpOptions(protocol="openai-chat", url="http://127.0.0.1:1/v1", headers={"Authorization": "Bearer x"})

@@ -101,6 +101,7 @@ async def outcome(b: HttpBackend) -> list[Chunk] | RequestFailed:
 # --- item 2: informational answers, redirects, encodings -----------------------------------
 
 
+@pytest.mark.parallel
 def test_informational_answers_are_skipped_and_each_request_gets_its_own_answer():
     # 103 Early Hints and 100 Continue before every real answer, on one reused connection:
     # taken as the answer, they shift every later request onto the previous one's answer.
@@ -140,6 +141,7 @@ async def one_request(handle: Any) -> list[Chunk] | RequestFailed:
             await b.aclose()
 
 
+@pytest.mark.parallel
 def test_a_redirect_is_a_failure_that_names_its_location():
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
@@ -151,6 +153,7 @@ def test_a_redirect_is_a_failure_that_names_its_location():
     assert "302" in failure.detail and "https://elsewhere.example/v1/chat/completions" in failure.detail
 
 
+@pytest.mark.parallel
 def test_a_compressed_body_is_a_failure_named_for_its_encoding():
     import gzip
 
@@ -231,6 +234,7 @@ def _grep(folder: Path, *texts: str) -> list[str]:
     return leaks
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 def test_no_credential_reaches_the_results_folder_or_the_terminal(tmp_path, monkeypatch, capfd, stream):
     monkeypatch.setenv("HOSTILE_API_KEY", KEY)
@@ -289,6 +293,7 @@ SECRET = "s3cr3t-Vx9Qw2Er7Ty4"
     ],
     ids=lambda v: next(iter(v)) if isinstance(v, dict) else v,
 )
+@pytest.mark.parallel
 def test_credentials_in_the_options_are_refused_without_echoing_them(tmp_path, options, named):
     opts = {"protocol": "openai-chat", "url": "http://127.0.0.1:1/v1", "check_server": False, **options}
     with pytest.raises(ConfigError) as info:
@@ -299,6 +304,7 @@ def test_credentials_in_the_options_are_refused_without_echoing_them(tmp_path, o
     assert _grep(tmp_path, SECRET) == []
 
 
+@pytest.mark.parallel
 def test_the_command_line_never_prints_a_refused_credential(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     for value in (f"url=http://bench:{SECRET}@127.0.0.1:1/v1", f'headers={{"Cookie": "sid={SECRET}"}}'):
@@ -312,6 +318,7 @@ def test_the_command_line_never_prints_a_refused_credential(tmp_path):
     assert _grep(tmp_path, SECRET) == []
 
 
+@pytest.mark.parallel
 def test_headers_env_takes_a_credential_header_from_the_environment(monkeypatch):
     monkeypatch.setenv("HOSTILE_COOKIE", f"sid={SECRET}")
     opts = HttpOptions(protocol="openai-chat", url="http://127.0.0.1:1/v1", check_server=False, headers_env={"Cookie": "HOSTILE_COOKIE"})
@@ -379,6 +386,7 @@ def test_a_request_past_its_deadline_is_never_sent():
     assert all(t - t0 < 1.1 for t in arrivals)  # nothing was sent after its deadline
 
 
+@pytest.mark.parallel
 def test_the_pool_serves_requests_first_come_first_served():
     # One connection; A sends four requests one after another, B and C queue behind A's
     # first. A must not jump the queue each time it gets the connection back.
@@ -436,6 +444,7 @@ def documented_reasons() -> set[str]:
     return {m.group(1) for m in re.finditer(r"^    (\w+)", table, re.M)}
 
 
+@pytest.mark.parallel
 def test_every_failure_reason_the_backend_raises_is_documented():
     import re
 
@@ -483,6 +492,7 @@ HOSTILE_EVENTS = {
 }
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("event", list(HOSTILE_EVENTS.values()), ids=list(HOSTILE_EVENTS))
 def test_a_wrongly_typed_field_fails_its_request_as_malformed_sse(event):
     # after a good first token: the failure comes mid-stream, as a careless server sends it
@@ -492,6 +502,7 @@ def test_a_wrongly_typed_field_fails_its_request_as_malformed_sse(event):
     assert failure.detail  # says what was wrong: the field and the event
 
 
+@pytest.mark.parallel
 def test_tool_call_arguments_that_are_not_json_fail_as_malformed_tool_call():
     events = (_tools({"index": 0, "id": "c", "function": {"name": "get_weather", "arguments": '{"city": '}}),
               {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}, b"[DONE]")
@@ -501,6 +512,7 @@ def test_tool_call_arguments_that_are_not_json_fail_as_malformed_tool_call():
     assert "get_weather" in failure.detail and "not JSON" in failure.detail and "\n" not in failure.detail
 
 
+@pytest.mark.parallel
 def test_hostile_events_in_a_run_are_recorded_as_documented_kinds(tmp_path):
     # the run's records hold reasons, never a Python exception's name (AttributeError was seen)
     kinds = ["choices a string", "delta a string", "reasoning_content a number", "tool_calls an object", "arguments an object"]
@@ -551,6 +563,7 @@ async def _one_whole(message: dict[str, Any]) -> list[Chunk] | RequestFailed:
             await b.aclose()
 
 
+@pytest.mark.parallel
 def test_a_whole_answer_keeps_its_reasoning_and_tool_calls_apart():
     call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
     chunks = asyncio.run(_one_whole({"role": "assistant", "reasoning_content": "think", "content": "", "tool_calls": [call]}))
@@ -569,6 +582,7 @@ def test_a_whole_answer_keeps_its_reasoning_and_tool_calls_apart():
     ({"content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"a": '}}]}, "malformed_tool_call"),
     ({"content": ""}, "empty_output"),
 ], ids=["reasoning a number", "tool_calls a string", "arguments an object", "arguments not JSON", "nothing"])
+@pytest.mark.parallel
 def test_a_whole_answer_with_a_wrong_field_fails_as_a_documented_kind(message, reason):
     failure = asyncio.run(_one_whole(message))
     assert isinstance(failure, RequestFailed) and failure.reason == reason and reason in documented_reasons()

@@ -28,6 +28,7 @@ def kserve(embedded_model):
         yield srv
 
 
+@pytest.mark.parallel
 def test_kserve_v2_accuracy_round_trip(run_harness, kserve, local_top1):
     _, s = run_harness(
         backend="http",
@@ -68,6 +69,7 @@ def test_kserve_v2_server_scenario(run_harness, kserve):
     assert 0 <= gap < 2.0
 
 
+@pytest.mark.parallel
 def test_json_template_reaches_the_same_model(run_harness, kserve, local_top1, tmp_path):
     template = tmp_path / "req.json"
     body = {"inputs": [{"name": "image", "shape": [1, 1, 8, 8], "datatype": "FP32", "data": "{{input}}"}]}

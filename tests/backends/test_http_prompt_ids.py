@@ -18,6 +18,8 @@ from harness.errors import ConfigError, DatasetError
 from harness.run import runner
 from tests.support.http_servers import ServerThread, Timing, openai_app
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 # rows of different lengths, so a count taken from the wrong row would show
 IDS = [[1, 415, 2, 9, 77], [1, 88, 3], [1, 5, 6, 7, 8, 9, 10, 11], [1, 300]]
 

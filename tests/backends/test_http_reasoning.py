@@ -74,6 +74,7 @@ def test_ttft_and_ttfo_match_injected_reasoning_time(run_harness, style, options
         assert (e["reasoning_tokens"], e["server_reasoning_tokens"]) == (r, r)
 
 
+@pytest.mark.parallel
 def test_tool_calls_are_reassembled_counted_and_a_broken_one_fails(run_harness, tmp_path):
     behaviours = ["@tool_call", "@ok", "@tool_bad_args", "@tool_call"]
     prompts = write_prompts(tmp_path / "prompts.jsonl", behaviours)

@@ -107,6 +107,7 @@ def test_sessions_carry_history_pace_and_match_the_servers_ttft(run_harness):
     assert turns[2]["cached_tokens_mean"] > turns[1]["cached_tokens_mean"] > turns[0]["cached_tokens_mean"]
 
 
+@pytest.mark.parallel
 def test_a_server_that_drops_the_history_is_counted(run_harness):
     truth = SessionTruth(drop_history=True)
     with ServerThread(openai_app(Timing(ttft_ms=5, tpot_ms=1), sessions=truth)) as srv:
@@ -115,6 +116,7 @@ def test_a_server_that_drops_the_history_is_counted(run_harness):
     assert truth.mismatches == 4 * 2, truth.mismatch_notes
 
 
+@pytest.mark.parallel
 def test_a_failing_turn_fails_its_session_and_later_turns_are_not_sent(run_harness, tmp_path):
     def session(sid: str, second: str) -> dict[str, Any]:
         return {"id": sid, "messages": [{"role": "user", "content": "hello there"},
@@ -150,6 +152,7 @@ def test_a_failing_turn_fails_its_session_and_later_turns_are_not_sent(run_harne
     assert "### Sessions" in md and "| 1 | 2/3 |" in md  # turn 1: the bad session's failed
 
 
+@pytest.mark.parallel
 def test_sessions_need_openai_chat(run_harness):
     with ServerThread(openai_app(Timing())) as srv, pytest.raises(ConfigError) as info:
         run_harness(backend="http", scenario="Offline", dataset="synthetic-sessions:n=2,turns=2",
@@ -158,6 +161,7 @@ def test_sessions_need_openai_chat(run_harness):
     assert "with protocol openai-completions takes none; use backend http with protocol=openai-chat" in str(info.value)
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("salt", [False, True])
 def test_salt_defeats_the_prefix_shared_across_sessions(run_harness, tmp_path, salt):
     same = [{"role": "system", "content": "you are terse"}, {"role": "user", "content": "tell me a long story now"}]
@@ -175,6 +179,7 @@ def test_salt_defeats_the_prefix_shared_across_sessions(run_harness, tmp_path, s
     assert s["sessions"]["by_turn"][0]["cached_tokens_mean"] == pytest.approx((0 + cached) / 2)
 
 
+@pytest.mark.parallel
 def test_users_beyond_the_backends_in_flight_limit_are_refused(run_harness):
     # the extra users' turns would wait for a pooled connection inside their timed TTFT
     with ServerThread(openai_app(Timing())) as srv, pytest.raises(ConfigError) as info:
@@ -184,6 +189,7 @@ def test_users_beyond_the_backends_in_flight_limit_are_refused(run_harness):
     assert str(info.value).startswith("sessions.users 3: the backend serves at most 2 requests at once")
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("carry", [False, True])
 def test_a_reasoning_answer_goes_back_as_the_server_sent_it(run_harness, carry):
     """A reasoning model's turn: the next turn carries the answer text (the server checks it
@@ -267,6 +273,7 @@ def test_tool_calls_get_the_mocked_tools_results_after_its_delay(run_harness):
     assert list(p50) == pytest.approx([r["ttft_ms"]["p50"] for r in s["sessions"]["by_turn"]])
 
 
+@pytest.mark.parallel
 def test_the_truth_server_counts_missing_or_wrong_tool_results():
     """The checker itself: a turn after a tool-call answer without its tool message, with
     a wrong call id, or with a tool message after the next user message, is a mismatch."""
@@ -288,6 +295,7 @@ def test_the_truth_server_counts_missing_or_wrong_tool_results():
     assert "follows no answer" in truth.mismatch_notes[2]
 
 
+@pytest.mark.parallel
 def test_a_chat_file_asks_for_tool_calls_and_bad_arguments_fail_the_session(run_harness, tmp_path):
     """"@tool_call" in a chat file's user message: the truth server answers it with a tool
     call, and the next turn carries the default result. "@tool_bad_args": arguments that
@@ -369,6 +377,7 @@ def test_user_centric_pacing_offers_its_rate_with_each_users_turns_a_gap_apart(r
     assert "user-centric pacing" in render_markdown(load_run(run_dir, s))
 
 
+@pytest.mark.parallel
 def test_user_centric_turns_wait_for_a_slow_answer_and_say_so(run_harness):
     """The same pacing, 100 ms gaps, against a server slower than the gap: each later turn
     and each session that takes a freed user waits for the answer before it (a user cannot

@@ -46,6 +46,7 @@ def _count(tok):
     return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
 
 
+@pytest.mark.parallel
 def test_synthetic_lengths_are_exact_in_the_model_tokenizer(smollm2_tokenizer):
     count = _count(smollm2_tokenizer)
     ds = build_prompt_dataset("synthetic:isl=uniform(20,300),osl=8,n=40", 0, count)
@@ -63,6 +64,7 @@ def test_synthetic_lengths_are_exact_in_the_model_tokenizer(smollm2_tokenizer):
     assert shared.describe()["prefix"]["expected_reusable_fraction"] == 9 * 48 / (12 * 64)
 
 
+@pytest.mark.parallel
 def test_offline_batched_tiny_model_kv_cache_measured_equals_estimate(run_harness, tiny_llm):
     run_dir, s = run_harness(
         backend="pytorch-llm", model=str(tiny_llm), scenario="Offline", max_batch=4,
@@ -125,6 +127,7 @@ def test_smollm2_gguf_single_stream_streams_plausible_tokens_and_validates(run_h
     assert s["backend"]["gguf_file"] == gguf.name and s["backend"]["threads"] >= 1
 
 
+@pytest.mark.parallel
 def test_accuracy_mode_logs_the_ids_the_model_generated(run_harness, tiny_llm, tmp_path):
     """AccuracyOnly: each answer reaches LoadGen's log as the int32 ids the model generated
     (greedy: transformers' own generate gives the same ids), and the run is scored from its
@@ -156,6 +159,7 @@ def test_accuracy_mode_logs_the_ids_the_model_generated(run_harness, tiny_llm, t
     assert acc["rouge"]["tokens_per_sample"] == 5.0
 
 
+@pytest.mark.parallel
 def test_prompt_from_ids_runs_the_dataset_ids_as_they_are(run_harness, tiny_llm, tmp_path):
     """prompt_from=ids: a cnn_eval.json row's tok_input is the model's input, untokenized
     (greedy: transformers' generate on the same ids gives the same answer), counted as
@@ -192,6 +196,7 @@ def test_prompt_from_ids_runs_the_dataset_ids_as_they_are(run_harness, tiny_llm,
                     backend_options={"prompt_from": "ids"})
 
 
+@pytest.mark.parallel
 def test_prompt_from_ids_cannot_take_a_chat_template():
     from harness.config.run_config import RunConfig
     from harness.errors import ConfigError

@@ -13,6 +13,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys
@@ -58,7 +62,6 @@ SCRIPT = textwrap.dedent(
 
 USER_PACKAGE = """
 import torch
-
 
 def build():
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))

@@ -21,6 +21,8 @@ from harness.errors import BackendError, ConfigError, ModelError  # noqa: E402
 from harness.report.figures import setup_line  # noqa: E402
 from tests.support.torch_models import bare_mlp, tiny_mlp  # noqa: E402
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = "tests.support.torch_models:tiny_mlp"
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

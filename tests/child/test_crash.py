@@ -59,6 +59,7 @@ def only_child_runs_it(tmp_path: Path) -> None:
         ("SingleStream", dict(single_stream_expected_latency_ms=1)),  # inline: on LoadGen's thread
     ],
 )
+@pytest.mark.parallel
 def test_a_harness_bug_on_the_hot_path_is_a_crash_not_failed_samples(tmp_path, monkeypatch, scenario, extra):
     plant(tmp_path, monkeypatch, "data.datasets", "Dataset", "batch", after=60)
     config = RunConfig(backend="synthetic", scenario=scenario, min_duration_s=2, backend_options={"service_time_ms": 0.5},
@@ -78,6 +79,7 @@ def test_a_harness_bug_on_the_hot_path_is_a_crash_not_failed_samples(tmp_path, m
     assert set(records.columns["status"]) == {"ok"}
 
 
+@pytest.mark.parallel
 def test_the_child_error_type_and_traceback_reach_the_parent(tmp_path):
     model = tmp_path / "broken.onnx"
     model.write_bytes(b"not an onnx model")
@@ -98,6 +100,7 @@ def test_the_child_error_type_and_traceback_reach_the_parent(tmp_path):
     assert run_dir.name.endswith("-pilot-Offline"), run_dir.name
 
 
+@pytest.mark.parallel
 def test_debug_prints_the_childs_traceback(tmp_path):
     model = tmp_path / "broken.onnx"
     model.write_bytes(b"not an onnx model")
@@ -132,6 +135,7 @@ def test_a_harness_bug_in_the_event_loop_sut_is_a_crash_too(tmp_path, monkeypatc
     assert len(records) >= 10 and set(records.columns["status"]) == {"ok"}
 
 
+@pytest.mark.parallel
 def test_a_backend_failing_its_warm_up_is_one_clear_error(tmp_path):
     """The backend's own failure before the test is bad input about the backend (exit 2), not
     a crash of the harness (before: an unexpected exception from the child's probe call)."""

@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from harness.results.records import read_records
+
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
 
 
 def test_backend_exceptions_fail_exactly_their_samples(run_harness):

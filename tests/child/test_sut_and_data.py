@@ -75,6 +75,7 @@ def test_lognormal_service_time_has_the_configured_median(run_harness):
     assert service["p90"] / service["p50"] == pytest.approx(1.90, rel=0.15)
 
 
+@pytest.mark.parallel
 def test_synthetic_dataset_is_seeded_and_loads_and_frees():
     spec = [TensorSpec("x", (None, 3, 4), "float32"), TensorSpec("ids", (None, 5), "int64")]
     a, b, c = SyntheticTensors(spec, 16, seed=1), SyntheticTensors(spec, 16, seed=1), SyntheticTensors(spec, 16, seed=2)
@@ -92,6 +93,7 @@ def test_synthetic_dataset_is_seeded_and_loads_and_frees():
         a.batch_of_one(3)
 
 
+@pytest.mark.parallel
 def test_loaded_samples_are_packed_and_batches_are_gathered_from_them():
     spec = [TensorSpec("x", (None, 3, 4), "float32"), TensorSpec("ids", (None, 5), "int64")]
     ds, fresh = SyntheticTensors(spec, 32, seed=3), SyntheticTensors(spec, 32, seed=3)
@@ -125,6 +127,7 @@ class _Ragged(SyntheticTensors):
         return {"x": np.full(2 + index % 2, index, np.float32)}
 
 
+@pytest.mark.parallel
 def test_samples_of_different_shapes_stay_unpacked_and_batch_only_one_by_one():
     ds = _Ragged([TensorSpec("x", (None, None), "float32")], 4)
     ds.load(range(4))
@@ -134,6 +137,7 @@ def test_samples_of_different_shapes_stay_unpacked_and_batch_only_one_by_one():
         ds.batch([0, 1])
 
 
+@pytest.mark.parallel
 def test_npy_folder_with_labels_scores_accuracy(run_harness, embedded_model, tmp_path):
     from harness.data.embedded import digits_test_split
 
@@ -151,6 +155,7 @@ def test_npy_folder_with_labels_scores_accuracy(run_harness, embedded_model, tmp
     assert s["accuracy"]["value"] > 0.85
 
 
+@pytest.mark.parallel
 def test_dataset_errors_name_the_problem(tmp_path):
     spec = [TensorSpec("image", (None, 1, 8, 8), "float32")]
     with pytest.raises(DatasetError, match="unknown dataset"):

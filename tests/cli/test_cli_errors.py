@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 
 def harness(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -48,6 +48,7 @@ def test_a_fired_gate_exits_1_and_a_passing_one_0(runs):
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("damage", [b"{not json", b"\xff\xfe\x00garbage", b"[1, 2]"])
 def test_a_damaged_cost_json_in_a_compared_folder_is_not_a_verdict(runs, tmp_path, damage):
     damaged = tmp_path / runs["slow"].name
@@ -59,6 +60,7 @@ def test_a_damaged_cost_json_in_a_compared_folder_is_not_a_verdict(runs, tmp_pat
     assert str(damaged / "cost.json") in line and "damaged" in line
 
 
+@pytest.mark.parallel
 def test_a_path_that_is_no_results_folder_is_bad_input_and_a_damaged_one_is_not(tmp_path, runs):
     proc = harness("report", str(tmp_path / "nope"))
     assert proc.returncode == EXIT_USAGE
@@ -71,11 +73,13 @@ def test_a_path_that_is_no_results_folder_is_bad_input_and_a_damaged_one_is_not(
     assert f"{damaged / 'summary.json'} is damaged" in one_line(proc)
 
 
+@pytest.mark.parallel
 def test_bad_input_exits_2(tmp_path):
     proc = harness("compare", str(tmp_path), str(tmp_path), "--fail-if", "throughput <<< 5")
     assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
 
 
+@pytest.mark.parallel
 def test_an_unexpected_exception_is_the_tools_failure_not_a_verdict(runs, monkeypatch):
     """A bug (any exception that is not a HarnessError) exits 70 with one line; --debug adds
     the traceback. Planted in-process: the command's library call raises."""
@@ -96,6 +100,7 @@ def test_an_unexpected_exception_is_the_tools_failure_not_a_verdict(runs, monkey
     assert "Traceback" in debug.output and "planted bug" in debug.output
 
 
+@pytest.mark.parallel
 def test_check_of_a_repeat_folder_with_a_damaged_aggregate(tmp_path, runs):
     folder = tmp_path / "repeat"
     folder.mkdir()

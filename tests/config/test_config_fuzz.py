@@ -106,6 +106,7 @@ CASES: dict[str, bytes | str] = {
 }
 
 
+@pytest.mark.parallel
 def test_the_corpus_is_large_enough():
     assert len(CASES) >= 60
 
@@ -155,6 +156,7 @@ def test_each_mutation_is_one_config_error(tmp_path: Path, case: str, seconds_pe
     assert peak < 64 * 2**20 + 4 * len(content), f"{case}: {peak / 2**20:.0f} MB"
 
 
+@pytest.mark.parallel
 def test_errors_from_a_file_name_its_line(tmp_path: Path):
     path = tmp_path / "s.yaml"
     path.write_text(BASE + "backend_options:\n  service_time_ms: -5\n")
@@ -176,6 +178,7 @@ def test_errors_from_a_file_name_its_line(tmp_path: Path):
          "`llama3_1-8b-interactive.Server.ttft_latency`"),
     ],
 )
+@pytest.mark.parallel
 def test_conf_file_typos_are_refused(tmp_path: Path, line: str, expect: str):
     conf = tmp_path / "user.conf"
     conf.write_text(f"# a comment\n*.Offline.target_qps = 5\n{line}\n")
@@ -192,6 +195,7 @@ def _limit_memory() -> None:
 
 @pytest.mark.parametrize("case", ["alias bomb in a setting", "min_duration_s 1e300", "UTF-16 file", "name climbing out",
                                   "offline_expected_qps 1e12", "5,000 levels of flow nesting", "duplicate key", "empty file"])
+@pytest.mark.parallel
 def test_through_the_cli_one_line_exit_2_no_child(tmp_path: Path, case: str):
     path = tmp_path / "fuzz.yaml"
     content = CASES[case]
@@ -205,6 +209,7 @@ def test_through_the_cli_one_line_exit_2_no_child(tmp_path: Path, case: str):
     assert not out.exists() or not any(out.iterdir())  # refused before any results folder
 
 
+@pytest.mark.parallel
 def test_a_price_sheet_error_inside_a_config_names_its_line(tmp_path: Path):
     path = tmp_path / "s.yaml"
     path.write_text(BASE + "cost:\n  device_hourly: -3\n")

@@ -12,6 +12,7 @@ from harness.config.run_config import build_config
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_scenario_file_is_valid(path):
     config = build_config(path, [], {}, registry.option_names)
@@ -21,6 +22,7 @@ def test_scenario_file_is_valid(path):
         assert config.min_duration_s is not None and config.min_duration_s <= 30
 
 
+@pytest.mark.parallel
 def test_every_scenario_has_a_quick_and_an_mlperf_profile():
     names = {p.stem for p in SCENARIOS}
     for s in ("singlestream", "multistream", "server", "offline"):

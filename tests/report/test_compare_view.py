@@ -43,6 +43,7 @@ def test_the_outcome_comes_first(pair):
     )
 
 
+@pytest.mark.parallel
 def test_bracketed_values_survive_and_lines_fit(pair, embedded_model, tmp_path):
     """ONNX Runtime beside synthetic: its output shape `[null, 10]` reads to Rich as a
     [tag]; it was printed as nothing."""
@@ -59,6 +60,7 @@ def test_bracketed_values_survive_and_lines_fit(pair, embedded_model, tmp_path):
     assert not any(" null " in line or line.rstrip().endswith(" null") for line in text), text
 
 
+@pytest.mark.parallel
 def test_sides_are_lettered_and_named_in_full(pair):
     """Run folder names share their date prefix: cut to a column they were cut exactly where
     they differ. Columns are A, B (B/A), and the first lines say which folder is which."""
@@ -75,6 +77,7 @@ def test_sides_are_lettered_and_named_in_full(pair):
     assert f"- A = {a}" in md and f"- B = {b}" in md and "| figure | A | B | B/A |" in md
 
 
+@pytest.mark.parallel
 def test_a_rows_figures_share_their_decimals():
     from harness.analysis.compare import row_format
 

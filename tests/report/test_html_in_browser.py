@@ -33,6 +33,8 @@ from harness.config.run_config import RunConfig
 from harness.run import runner
 from tests.support.http_servers import ServerThread, Timing, openai_app
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 RUN_PLOTS = ["latency CDF", "latency histogram", "latency over time", "throughput over time",
              "queue vs service breakdown"]
 EXPECTED = {

@@ -27,6 +27,8 @@ from tests.support.http_servers import ServerThread, Timing, openai_app
 from tests.support.plot_frames import check_frames, check_zero
 from tests.support.report_runs import http_token_run, server_run_with_failures, token_run
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 def _sweep(spec: SweepSpec, root: Path) -> Path:
     d = new_sweep(spec, root)
     run_sweep(spec, d)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from harness.report.compare_view import render_aggregate
 from harness.results.stats import over_runs
 
 
+@pytest.mark.parallel
 def test_interval_of_a_positive_figure_never_goes_below_zero():
     s = over_runs([0.1, 0.1, 9.0])
     assert s["ci95"] is None or s["ci95"][0] >= 0
@@ -21,6 +23,7 @@ def test_interval_of_a_positive_figure_never_goes_below_zero():
     assert over_runs([-1.0, 0.5, 2.0])["ci95"][0] < 0
 
 
+@pytest.mark.parallel
 def test_aggregate_view_says_too_few_runs_instead_of_a_negative_bound(tmp_path: Path):
     data = {"n": 3, "metrics": {"latency_p50": over_runs([0.1, 0.1, 9.0])}, "warnings": []}
     console = Console(width=100, record=True, color_system=None)
@@ -29,6 +32,7 @@ def test_aggregate_view_says_too_few_runs_instead_of_a_negative_bound(tmp_path: 
     assert "too few runs" in text and "-0." not in text and "−" not in text
 
 
+@pytest.mark.parallel
 def test_progress_line_shows_slow_rates_and_both_stopping_conditions():
     from harness.child.main import Progress
 
@@ -42,6 +46,7 @@ def test_progress_line_shows_slow_rates_and_both_stopping_conditions():
     assert [Progress.rate(r) for r in (0.148, 0.15, 12.34, 456.7, 1234.5)] == ["0.148", "0.150", "12.3", "457", "1,234"]
 
 
+@pytest.mark.parallel
 def test_low_rates_keep_three_significant_figures():
     from harness.report import figures as fig
 
@@ -53,6 +58,7 @@ def test_low_rates_keep_three_significant_figures():
     assert [fig.rate(v) for v in (None, 0.0, 12.34, 456.7)] == ["—", "0", "12.3", "457"]
 
 
+@pytest.mark.parallel
 def test_every_default_view_fits_80_columns_with_no_cut_figure_and_no_none_row(tmp_path: Path):
     """#16 item 7: an Offline, a Server and an LLM run rendered on an 80-column console."""
     import re
@@ -110,6 +116,7 @@ def test_the_llm_view_shows_ttft_from_dispatch_when_requests_wait_for_a_slot(tmp
     assert summary["tokens"]["ttft_ms"]["p50"] > 2 * p50  # from issue: mostly the wait for a slot
 
 
+@pytest.mark.parallel
 def test_the_reasoning_split_ttfo_and_tool_calls_show_in_every_view(tmp_path: Path):
     """A reasoning model answering with text or a tool call: the terminal (80 columns), the
     Markdown and the HTML report show TTFO, the reasoning/answer split, the server/client

@@ -71,6 +71,7 @@ def test_terminal_verdict_first_then_breakdown_and_cost(runs, kind):
         assert "TTFT (LoadGen)" in text and "TTFT bound (LoadGen)" in _terminal(runs[kind], details=True)
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
 def test_markdown_has_the_tables(runs, kind):
     text = write_report(runs[kind], "md")
@@ -84,6 +85,7 @@ def test_markdown_has_the_tables(runs, kind):
     assert "![" not in text  # no images needed in a PR comment
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
 def test_html_is_self_contained_with_plots(runs, kind, tmp_path):
     out = tmp_path / "report.html"
@@ -112,12 +114,14 @@ def test_html_is_self_contained_with_plots(runs, kind, tmp_path):
     assert "mlcommons-loadgen" in page and ("fail_every: 25" in page) == (kind != "http")
 
 
+@pytest.mark.parallel
 def test_html_default_path_is_in_the_results_folder(runs):
     result = CliRunner().invoke(main, ["report", str(runs["failures"]), "--format", "html"])
     assert result.exit_code == 0, result.output
     assert (runs["failures"] / "report.html").stat().st_size > 10_000
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
 def test_json_report_carries_summary_breakdown_rates_and_cost(runs, kind):
     doc = json.loads(write_report(runs[kind], "json"))
@@ -133,6 +137,7 @@ def test_json_report_carries_summary_breakdown_rates_and_cost(runs, kind):
         )
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
 def test_csv_and_jsonl_export_every_record_with_stage_times(runs, kind):
     summary = load_summary(runs[kind])
@@ -159,6 +164,7 @@ def test_csv_and_jsonl_export_every_record_with_stage_times(runs, kind):
     assert json.loads(lines[0])["first_byte_ns"] is None or kind != "failures"
 
 
+@pytest.mark.parallel
 def test_report_cli_prints_text_formats_to_stdout(runs):
     result = CliRunner().invoke(main, ["report", str(runs["failures"]), "--format", "md"])
     assert result.exit_code == 0 and result.output.startswith("## **")
@@ -174,6 +180,7 @@ def _rows(html_tables: str) -> list[list[str]]:
             for tr in re.findall(r"<tr>(.*?)</tr>", html_tables)]
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("kind", ["tokens", "http"])
 def test_the_tokens_section_names_its_rows_and_hides_the_empty_ones_in_every_renderer(runs, kind):
     """The HTTP run's summary holds ttft_from_dispatch_ms, mismatch.server_over_client and

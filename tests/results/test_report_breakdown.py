@@ -20,6 +20,7 @@ def server(tmp_path_factory) -> Path:
     return server_run_with_failures(tmp_path_factory.mktemp("breakdown"))
 
 
+@pytest.mark.parallel
 def test_stages_sum_to_end_to_end_per_request(server):
     cols = read_records(server).columns
     t = stage_times_ns(cols)
@@ -28,6 +29,7 @@ def test_stages_sum_to_end_to_end_per_request(server):
     assert all((t[s] >= 0).all() for s in STAGES)
 
 
+@pytest.mark.parallel
 def test_aggregate_shares_sum_to_one_and_match_the_summary(server):
     data = load_run(server)
     bd, ours = data.breakdown, data.summary["harness"]
@@ -43,6 +45,7 @@ def test_aggregate_shares_sum_to_one_and_match_the_summary(server):
     assert bd["stages"]["service"]["p50_ms"] >= 2.0
 
 
+@pytest.mark.parallel
 def test_token_records_split_service_from_generation(server, tmp_path):
     run = token_run(server, tmp_path / "tok")
     cols = read_records(run).columns
@@ -87,6 +90,7 @@ def test_rates_of_a_keeping_up_server(server):
     assert 0.9 * 300 <= r["completed_per_s"] <= 1.1 * 300
 
 
+@pytest.mark.parallel
 def test_rates_without_a_target():
     summary = {"run": {"scenario": "SingleStream"}, "loadgen": {}, "harness": {"samples": 10, "duration_s": 2.0,
                "throughput_per_s": 4.5}}
@@ -95,6 +99,7 @@ def test_rates_without_a_target():
     assert r["completed_per_s"] == 5.0
 
 
+@pytest.mark.parallel
 def test_time_series_counts_every_completion(server):
     cols = read_records(server).columns
     ts = time_series(cols, bins=20)
@@ -105,6 +110,7 @@ def test_time_series_counts_every_completion(server):
     assert round(ts["issued_per_s"].sum() * width) == len(cols["status"])
 
 
+@pytest.mark.parallel
 def test_breakdown_from_the_summary_equals_the_one_from_records(server):
     # Non-streaming runs take the breakdown from summary.json, sparing a re-read of records.parquet.
     from harness.results.breakdown import aggregate_from_summary

@@ -18,6 +18,8 @@ from harness.results.summary import SCHEMA_VERSION
 from harness.run import runner
 from tests.support.report_runs import SCHEMA, http_token_run, server_run_with_failures, token_run
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def validator() -> jsonschema.Draft202012Validator:

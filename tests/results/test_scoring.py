@@ -43,6 +43,8 @@ from harness.results.scoring.punkt import (
 )
 from harness.results.scoring.rouge import pair_scorer, postprocess_text
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 # Text that exercises Punkt: abbreviations, initials, numbers, decimals, ellipses, quotes
 # (straight and curly), brackets, ? and !, punctuation standing alone, lines inside a sentence.
 VARIED = [

@@ -27,6 +27,8 @@ from harness.report.terminal import render
 from harness.results.summary import DEFAULT_MIN_SUCCESS_RATE, harness_validity, success_rate_failed
 from harness.run import runner
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json"
 # SingleStream on a backend where every third call raises (fail_every 1 or 2 would fail the
 # child's probe and warm-up calls before the test, a crash): LoadGen has its queries and its

@@ -75,6 +75,7 @@ def cnn_run(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     return outcome.run_dir, outcome.summary
 
 
+@pytest.mark.parallel
 def test_accuracy_run_scores_rouge_exactly(cnn_run):
     from llama_cpp import Llama
 
@@ -97,6 +98,7 @@ def test_accuracy_run_scores_rouge_exactly(cnn_run):
     assert all(type(v) in (int, float) for v in (rouge["rouge1"], rouge["gen_len"], rouge["tokens_per_sample"]))
 
 
+@pytest.mark.parallel
 def test_harness_accuracy_on_the_folder_equals_the_summary(cnn_run):
     run_dir, s = cnn_run
     res = CliRunner().invoke(cli, ["accuracy", str(run_dir), "--json"])
@@ -106,6 +108,7 @@ def test_harness_accuracy_on_the_folder_equals_the_summary(cnn_run):
     assert "rouge1: 50.0" in text and "np.float64" not in text and "gen_num: 6" in text
 
 
+@pytest.mark.parallel
 def test_undecodable_ids_are_one_line_naming_the_entry(cnn_run, tmp_path):
     run_dir, _ = cnn_run
     bad = tmp_path / "bad"
@@ -127,6 +130,7 @@ def test_undecodable_ids_are_one_line_naming_the_entry(cnn_run, tmp_path):
     _schema().validate(json.loads(json.dumps(rebuilt)))
 
 
+@pytest.mark.parallel
 def test_accuracy_under_load_scores_every_answer_given(tmp_path):
     rows = [{"prompt": f"question {i}", "answer": f"answer {i}"} for i in range(8)]
     data = tmp_path / "qa.jsonl"
@@ -158,6 +162,7 @@ def _schema() -> Any:
     return jsonschema.Draft202012Validator(schema)
 
 
+@pytest.mark.parallel
 def test_summaries_with_text_accuracy_follow_the_schema(cnn_run):
     _, s = cnn_run
     _schema().validate(json.loads(json.dumps(s)))
@@ -193,6 +198,7 @@ def test_a_server_that_truncates_under_load_shows_the_accuracy_drop(tmp_path):
     assert scores[4][1] > 0 and scores[4][0] < 100.0
 
 
+@pytest.mark.parallel
 def test_reports_show_the_text_accuracy(cnn_run):
     from harness.report import write_report
 
@@ -210,6 +216,7 @@ def test_reports_show_the_text_accuracy(cnn_run):
     assert "**Text accuracy** accuracy from mlperf_log_accuracy.json" in md
 
 
+@pytest.mark.parallel
 def test_deepseek_r1_file_is_scored_by_its_scripts_rules(tmp_path):
     """mlperf:deepseek-r1: the pickle's text_input prompts, ground_truth references and dataset
     names; answers judged by DeepSeek-R1's extraction (ANSWER: letter, \\boxed{} for math)."""
@@ -237,6 +244,7 @@ def test_deepseek_r1_file_is_scored_by_its_scripts_rules(tmp_path):
     assert low == pytest.approx(100 - high) and 14.9 < low < 15.1
 
 
+@pytest.mark.parallel
 def test_a_folder_without_references_is_one_line_saying_why(cnn_run, tmp_path):
     run_dir, _ = cnn_run
     bare = tmp_path / "bare"
@@ -247,6 +255,7 @@ def test_a_folder_without_references_is_one_line_saying_why(cnn_run, tmp_path):
     assert res.stderr.count("\n") == 1 and "has no references.json: its dataset had no references" in res.stderr
 
 
+@pytest.mark.parallel
 def test_a_tokenizer_other_than_the_runs_is_refused(cnn_run, tmp_path):
     run_dir, _ = cnn_run
     moved = tmp_path / "moved"
@@ -258,6 +267,7 @@ def test_a_tokenizer_other_than_the_runs_is_refused(cnn_run, tmp_path):
     assert res.exit_code == EXIT_RESULTS and "changed since the run (sha256 differs)" in res.stderr
 
 
+@pytest.mark.parallel
 def test_the_interval_does_not_depend_on_the_order_answers_completed_in():
     """Offline completes answers in a different order each run; the same answers must give
     the same interval to the last digit (a plain sum rounds differently in another order)."""
@@ -269,6 +279,7 @@ def test_the_interval_does_not_depend_on_the_order_answers_completed_in():
     assert ci95(scores) == ci95(backwards)
 
 
+@pytest.mark.parallel
 def test_an_exact_match_of_every_answer_keeps_an_interval_below_100():
     """All answers right is no certainty: the normal approximation said "100 ± 0" at any n.
     Wilson's lower bound for n of n right is n / (n + z²), its closed form at p = 1."""

@@ -64,10 +64,12 @@ def test_test04_passes_an_honest_sut(tmp_path: Path):
     ([2.4, 2.1, 0.11], "FAIL"),  # every round past the limit, as a cache is
     ([0.10, 0.5, 0.0], "PASS"),  # the limit itself passes, as in the script (<=)
 ])
+@pytest.mark.parallel
 def test_test04_rounds_are_judged_by_their_median_and_fail_only_when_every_round_is_faster(speedups, verdict):
     assert judge_rounds(speedups, 0.10) == (verdict, sorted(speedups)[len(speedups) // 2])
 
 
+@pytest.mark.parallel
 def test_test01_logged_outputs_match_accuracy_mode(tmp_path: Path, embedded_model: Path):
     config = RunConfig(backend="onnxruntime", model=str(embedded_model), dataset="digits", scenario="Offline",
                        max_batch=32, offline_expected_qps=20_000, min_duration_s=0.3)
@@ -95,6 +97,7 @@ def test_test04_sizes_an_unhinted_offline_run_and_passes_an_honest_sut(tmp_path:
     assert ref_lg["effective_target_qps"] == aud_lg["effective_target_qps"] == f["sizing"]["offline_expected_qps"]
 
 
+@pytest.mark.parallel
 def test_test04_of_a_model_that_cannot_load_is_its_error_once_with_the_attempt_kept(tmp_path: Path):
     """The sizing pilot is the first run to load the model: its error is the audit's, and
     its attempt stays where the reference run's would have been (not in the pilot's

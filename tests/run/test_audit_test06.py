@@ -21,6 +21,8 @@ from harness.run.audit import run_audit
 from tests.results.test_text_accuracy import _answers, _gguf, write_cnn_eval
 from tests.support.http_servers import ServerThread, Timing, answer_pieces, openai_app
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 EOS = 7
 
 

@@ -110,6 +110,7 @@ def test_a_tensor_backend_runs_n_workers_of_one_request(tmp_path: Path):
     (["--scenario", "Offline", "--set", "max_batch=8"], "drop max_batch"),
     (["--scenario", "Offline", "--set", "workers=2"], "drop workers=2"),
 ])
+@pytest.mark.parallel
 def test_concurrency_that_cannot_hold_is_refused(tmp_path: Path, settings: list[str], message: str):
     out = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--backend", "synthetic", "--set", "concurrency=4", *settings,
@@ -207,6 +208,7 @@ def test_a_closed_loops_headline_is_timed_from_dispatch(tmp_path: Path):
         assert f"TTFT p50/p99 {ms(head['ttft_p50'])}/{ms(head['ttft_p99'])} ms" in doc
 
 
+@pytest.mark.parallel
 def test_at_concurrency_1_the_wait_before_dispatch_is_called_the_backlog(tmp_path: Path):
     run_dir, s, _ = closed_loop_run(tmp_path, Timing(ttft_ms=20, tpot_ms=5, tokens=4), 1, 8)
     bd = load_run(run_dir).breakdown

@@ -13,6 +13,8 @@ import pytest
 
 from harness.errors import EXIT_CHECK_INCOMPLETE, EXIT_INCOMPLETE, EXIT_USAGE
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:

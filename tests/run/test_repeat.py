@@ -49,6 +49,7 @@ def test_repeat_aggregates_each_runs_figures(tmp_path: Path):
     assert [r.exit_code for r in check_path(outcome.repeat_dir, rebuild_dataset=False)] == [0, 6, 0]
 
 
+@pytest.mark.parallel
 def test_stats_on_known_numbers():
     s = stats([1.0, 2.0, 3.0, 4.0])
     assert s["median"] == 2.5 and s["mean"] == 2.5 and s["min"] == 1.0 and s["max"] == 4.0
@@ -59,11 +60,13 @@ def test_stats_on_known_numbers():
     assert stats([7.0])["ci95"] is None
 
 
+@pytest.mark.parallel
 def test_repeat_needs_two_runs(tmp_path: Path):
     with pytest.raises(ConfigError, match="--repeat 1"):
         run_repeated(CONFIG, tmp_path, 1)
 
 
+@pytest.mark.parallel
 def test_cli_repeat_writes_the_aggregate(tmp_path: Path):
     out = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--backend", "synthetic", "--scenario", "Offline",

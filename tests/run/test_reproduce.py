@@ -6,10 +6,13 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from harness.config.run_config import RunConfig
 from harness.data.hashing import sha256_file
+
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
 
 
 def test_results_folder_holds_what_reproduces_the_run(run_harness, embedded_model):

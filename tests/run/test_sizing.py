@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from harness.config.run_config import RunConfig
@@ -36,6 +37,7 @@ def test_an_offline_run_with_no_hint_is_sized_from_a_pilot_and_valid(tmp_path: P
     assert "sizing" not in json.loads((again.run_dir / "manifest.json").read_text())
 
 
+@pytest.mark.parallel
 def test_a_given_hint_or_zero_duration_is_left_alone(tmp_path: Path):
     given = runner.run(RunConfig(**FAST, min_duration_s=0.2, offline_expected_qps=5000), tmp_path)
     assert "sizing" not in json.loads((given.run_dir / "manifest.json").read_text())

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from harness.errors import EXIT_USAGE, EXIT_INCOMPLETE
@@ -63,6 +64,7 @@ def test_a_grid_is_one_ordinary_run_per_point(tmp_path: Path):
     assert report.returncode == 0 and "target_qps" in report.stdout and "max_batch" in report.stdout
 
 
+@pytest.mark.parallel
 def test_zip_pairs_the_axes_and_needs_equal_lengths(tmp_path: Path):
     out = harness("sweep", *SERVER, "--vary", "target_qps=50,100", "--vary", "max_batch=1,2", "--zip",
                   "--output-dir", str(tmp_path))
@@ -75,6 +77,7 @@ def test_zip_pairs_the_axes_and_needs_equal_lengths(tmp_path: Path):
     assert bad.returncode == EXIT_USAGE and "--zip" in bad.stderr
 
 
+@pytest.mark.parallel
 def test_a_bad_axis_costs_no_run(tmp_path: Path):
     unknown = harness("sweep", *SERVER, "--vary", "target_qsp=50,100", "--output-dir", str(tmp_path))
     assert unknown.returncode == EXIT_USAGE
@@ -87,6 +90,7 @@ def test_a_bad_axis_costs_no_run(tmp_path: Path):
     assert not any(tmp_path.rglob("summary.json"))  # every check came before the first run
 
 
+@pytest.mark.parallel
 def test_a_crashing_point_is_recorded_and_the_sweep_goes_on(tmp_path: Path, embedded_model: Path):
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not an onnx model")

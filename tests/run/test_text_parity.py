@@ -24,6 +24,8 @@ from harness.run.parity import Side
 from harness.run.text_parity_runs import run_side, run_text_parity
 from tests.support.http_servers import ServerThread, Timing, openai_app
 
+pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
+
 PROMPTS = [f"Summarize report {i}." for i in range(6)]
 ANSWERS_A = {p: f"The report says the river rose {i + 1} metres on Monday after the storm." for i, p in enumerate(PROMPTS)}
 CHANGED = (1, 4)
