@@ -64,20 +64,19 @@ install-all:
 	$(MAKE) -j3 install-test install-vllm install-mlserver
 
 # PYTHONDONTWRITEBYTECODE (set on this machine class) made each of the suite's thousands of
-# Python processes compile the harness's modules from source again: 0.2 s of a 2.5 s
-# `harness run`. Unset for the suite, each module is compiled once into __pycache__.
-PYTEST := env -u PYTHONDONTWRITEBYTECODE HARNESS_VLLM_PYTHON=$(VLLM_VENV)/bin/python HARNESS_VLLM_MODEL=$(VLLM_MODEL) \
-  HARNESS_MLSERVER_PYTHON=$(MLSERVER_VENV)/bin/python $(BIN)/python -m pytest -q
+# Python processes compile the project's modules from source again: 0.29 s of a 2.14 s
+# `harness run` (benchmarks/bench_startup.py --bytecode). Unset for the suite, each module
+# is compiled once into __pycache__.
+TEST_ENV := env -u PYTHONDONTWRITEBYTECODE HARNESS_VLLM_PYTHON=$(VLLM_VENV)/bin/python \
+  HARNESS_VLLM_MODEL=$(VLLM_MODEL) HARNESS_MLSERVER_PYTHON=$(MLSERVER_VENV)/bin/python
 
-# Two passes over the suite (docs/testing.md, "Two passes"): the tests marked `parallel`,
-# whose verdicts no machine speed can change, two at a time (a file's tests together, so
-# its module fixtures are built once); then every other test alone, as a test that times
-# anything needs the machine to itself. Both passes run whatever the first said.
+# Two passes at once (tests/support/suite_passes.py, docs/testing.md "Two passes"): every
+# test not marked `parallel` alone, as a test that times anything needs the machine to
+# itself; beside it, at idle priority, the `parallel` tests (verdicts no machine speed can
+# change) two at a time, a file's tests together so its module fixtures are built once.
 test: install-all
 	$(BIN)/lint-imports  # the layer contracts of pyproject.toml (docs/architecture.md)
-	$(PYTEST) -m parallel -n 2 --dist loadfile; first=$$?; \
-	$(PYTEST) -m "not parallel"; second=$$?; \
-	test $$first -eq 0 -a $$second -eq 0
+	$(TEST_ENV) $(BIN)/python -m tests.support.suite_passes -q
 
 bench: install-test
 	$(BIN)/python benchmarks/bench_core.py
