@@ -9,7 +9,10 @@ An entry may be several test ids separated by spaces: one pytest run, one row of
 
 Quiet and busy runs alternate round by round (this machine is shared and bursty: a burst
 then hits both sides alike). "Busy" is one process spinning on the CPU for the whole run,
-as `stress-ng --cpu 1` would, started before pytest and killed after it. Each failure's
+as `stress-ng --cpu 1` would, started before pytest and killed after it. "Idle" is what
+`make test` puts beside the timing tests: two such processes at idle priority, as
+tests/support/suite_passes.py starts its parallel pass (SCHED_IDLE, their own session's
+autogroup at nice 19). Each failure's
 test id and last assertion line go to --log (JSON lines), so a failure is a finding with
 its message, not a count.
 """
@@ -44,20 +47,26 @@ DEFAULT_FILES = (
 _FAILED = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$", re.M)
 
 
-def spin() -> subprocess.Popen:
-    """One core kept busy: a Python loop that never sleeps."""
+def spin(idle: bool = False) -> subprocess.Popen:
+    """One core kept busy: a Python loop that never sleeps (at idle priority: `make test`'s
+    parallel pass beside the timing tests)."""
+    if idle:
+        sys.path.insert(0, str(ROOT))
+        from tests.support.suite_passes import background
+
+        return subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True, preexec_fn=background)
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def run_file(path: str, busy: bool, env: dict[str, str]) -> tuple[float, list[tuple[str, str]]]:
-    hog = spin() if busy else None
+def run_file(path: str, condition: str, env: dict[str, str]) -> tuple[float, list[tuple[str, str]]]:
+    hogs = [] if condition == "quiet" else [spin()] if condition == "busy" else [spin(idle=True), spin(idle=True)]
     try:
         t0 = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *path.split()],
                              cwd=ROOT, capture_output=True, text=True, env=env)
         took = time.monotonic() - t0
     finally:
-        if hog is not None:
+        for hog in hogs:
             hog.kill()
             hog.wait()
     failures = [(m.group(2), (m.group(3) or "")[:300]) for m in _FAILED.finditer(out.stdout)]
@@ -70,11 +79,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", default=list(DEFAULT_FILES))
     ap.add_argument("--runs", type=int, default=20, help="runs of each file in each condition")
-    ap.add_argument("--conditions", default="quiet,busy", help="quiet, busy or both (comma-separated)")
+    ap.add_argument("--conditions", default="quiet,busy", help="quiet, busy, idle (comma-separated)")
     ap.add_argument("--log", type=Path, default=Path("flake_hunt.jsonl"))
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = ap.parse_args()
     conditions = args.conditions.split(",")
+    if unknown := set(conditions) - {"quiet", "busy", "idle"}:
+        ap.error(f"--conditions {args.conditions}: {', '.join(sorted(unknown))} is none of quiet, busy, idle")
     env = {**os.environ}
     runs: dict[tuple[str, str], int] = defaultdict(int)
     failed: dict[tuple[str, str], int] = defaultdict(int)
@@ -83,7 +94,7 @@ def main() -> int:
         for r in range(args.runs):
             for path in args.files:
                 for cond in conditions:
-                    took, failures = run_file(path, cond == "busy", env)
+                    took, failures = run_file(path, cond, env)
                     key = (path, cond)
                     runs[key] += 1
                     seconds[key] += took
