@@ -22,6 +22,7 @@ then the parallel pass's. Stopped
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -38,10 +39,8 @@ def background() -> None:
     """In the parallel pass's process before it runs pytest (inherited by its workers and
     their children): idle scheduling, and its session's autogroup at the lowest weight."""
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    try:
+    with contextlib.suppress(OSError):  # no autogroup in this kernel: SCHED_IDLE alone decides
         Path("/proc/self/autogroup").write_text("19")
-    except OSError:
-        pass  # no autogroup in this kernel: SCHED_IDLE alone decides
 
 
 def main(args: list[str]) -> int:
