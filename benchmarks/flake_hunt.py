@@ -30,6 +30,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.support.suite_passes import background  # noqa: E402  (how make test lowers its parallel pass)
 #: the files whose assertions are on time: injected service times, LoadGen's figures,
 #: real servers' speed, queueing theory
 DEFAULT_FILES = (
@@ -50,12 +52,8 @@ _FAILED = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$", re.M)
 def spin(idle: bool = False) -> subprocess.Popen:
     """One core kept busy: a Python loop that never sleeps (at idle priority: `make test`'s
     parallel pass beside the timing tests)."""
-    if idle:
-        sys.path.insert(0, str(ROOT))
-        from tests.support.suite_passes import background
-
-        return subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True, preexec_fn=background)
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    loop = [sys.executable, "-c", "while True: pass"]
+    return subprocess.Popen(loop, start_new_session=True, preexec_fn=background) if idle else subprocess.Popen(loop)
 
 
 def run_file(path: str, condition: str, env: dict[str, str]) -> tuple[float, list[tuple[str, str]]]:
