@@ -12,9 +12,14 @@ then hits both sides alike). "Busy" is one process spinning on the CPU for the w
 as `stress-ng --cpu 1` would, started before pytest and killed after it. "Idle" is what
 `make test` puts beside the timing tests: two such processes at idle priority, as
 tests/support/suite_passes.py starts its parallel pass (SCHED_IDLE, their own session's
-autogroup at nice 19). Each failure's
-test id and last assertion line go to --log (JSON lines), so a failure is a finding with
-its message, not a count.
+autogroup at nice 19). "Suite" is what `make test` really runs beside them: the tests
+marked `parallel` themselves, two at a time at idle priority (tests/support/suite_passes.py's
+own command), started again whenever they finish, so every timing file meets the whole
+parallel pass's mix of imports, servers and disk, not a loop that only spins. Each
+failure's test id and last assertion line go to --log (JSON lines), so a failure is a
+finding with its message, not a count.
+
+    python benchmarks/flake_hunt.py --runs 10 --conditions suite --markdown   # issue 44's hunt
 """
 
 from __future__ import annotations
@@ -23,15 +28,18 @@ import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.support.suite_passes import background  # noqa: E402  (how make test lowers its parallel pass)
+from tests.support.suite_passes import PARALLEL, background  # noqa: E402  (how make test runs its parallel pass)
 #: the files whose assertions are on time: injected service times, LoadGen's figures,
 #: real servers' speed, queueing theory
 DEFAULT_FILES = (
@@ -56,13 +64,53 @@ def spin(idle: bool = False) -> subprocess.Popen:
     return subprocess.Popen(loop, start_new_session=True, preexec_fn=background) if idle else subprocess.Popen(loop)
 
 
-def run_file(path: str, condition: str, env: dict[str, str]) -> tuple[float, list[tuple[str, str]]]:
-    hogs = [] if condition == "quiet" else [spin()] if condition == "busy" else [spin(idle=True), spin(idle=True)]
+class ParallelPass:
+    """`make test`'s parallel pass, kept running beside a timing file: started as
+    suite_passes.main starts it, and started again each time it ends. Its own verdicts are
+    not the hunt's: its output goes to a file, and how many passes ran is counted."""
+
+    def __init__(self, env: dict[str, str], workdir: Path) -> None:
+        self._env, self._workdir = env, workdir
+        self.passes = 0
+        self._proc: subprocess.Popen | None = None
+
+    def poll(self) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            if self._proc is not None:
+                self.passes += 1
+            with (self._workdir / "parallel.log").open("w") as log:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PARALLEL,
+                     "--basetemp", str(self._workdir / "tmp")],
+                    cwd=ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True, preexec_fn=background)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+        self._proc = None
+
+
+def run_file(path: str, condition: str, env: dict[str, str],
+             beside: ParallelPass | None = None) -> tuple[float, list[tuple[str, str]]]:
+    hogs = [] if condition in ("quiet", "suite") else [spin()] if condition == "busy" else [spin(idle=True), spin(idle=True)]
     try:
         t0 = time.monotonic()
-        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *path.split()],
-                             cwd=ROOT, capture_output=True, text=True, env=env)
+        test = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *path.split()],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        if beside is None:
+            stdout, stderr = test.communicate()
+        else:  # keep the parallel pass going for as long as the file runs
+            while True:
+                beside.poll()
+                try:
+                    stdout, stderr = test.communicate(timeout=1.0)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
         took = time.monotonic() - t0
+        out = subprocess.CompletedProcess(test.args, test.returncode, stdout, stderr)
     finally:
         for hog in hogs:
             hog.kill()
@@ -77,22 +125,26 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", default=list(DEFAULT_FILES))
     ap.add_argument("--runs", type=int, default=20, help="runs of each file in each condition")
-    ap.add_argument("--conditions", default="quiet,busy", help="quiet, busy, idle (comma-separated)")
+    ap.add_argument("--conditions", default="quiet,busy", help="quiet, busy, idle, suite (comma-separated)")
     ap.add_argument("--log", type=Path, default=Path("flake_hunt.jsonl"))
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = ap.parse_args()
     conditions = args.conditions.split(",")
-    if unknown := set(conditions) - {"quiet", "busy", "idle"}:
-        ap.error(f"--conditions {args.conditions}: {', '.join(sorted(unknown))} is none of quiet, busy, idle")
+    if unknown := set(conditions) - {"quiet", "busy", "idle", "suite"}:
+        ap.error(f"--conditions {args.conditions}: {', '.join(sorted(unknown))} is none of quiet, busy, idle, suite")
     env = {**os.environ}
     runs: dict[tuple[str, str], int] = defaultdict(int)
     failed: dict[tuple[str, str], int] = defaultdict(int)
     seconds: dict[tuple[str, str], float] = defaultdict(float)
+    workdir = Path(tempfile.mkdtemp(prefix="flake-hunt-parallel-pass-"))
+    beside = ParallelPass(env, workdir) if "suite" in conditions else None
     with open(args.log, "a") as log:
         for r in range(args.runs):
             for path in args.files:
                 for cond in conditions:
-                    took, failures = run_file(path, cond, env)
+                    if beside is not None and cond != "suite":
+                        beside.stop()  # the other conditions run without it
+                    took, failures = run_file(path, cond, env, beside if cond == "suite" else None)
                     key = (path, cond)
                     runs[key] += 1
                     seconds[key] += took
@@ -102,6 +154,10 @@ def main() -> int:
                                               "message": message, "time": time.time()}) + "\n")
                     print(f"round {r + 1}/{args.runs} {cond:5} {path}: {took:.0f} s, "
                           f"{'FAILED ' + ', '.join(t for t, _ in failures) if failures else 'ok'}", flush=True)
+    if beside is not None:
+        beside.stop()
+        print(f"\nthe parallel pass ran beside them: {beside.passes} whole passes, and one cut short at the end")
+    shutil.rmtree(workdir, ignore_errors=True)
     print()
     if args.markdown:
         print("| file | " + " | ".join(f"{c}: failed / runs" for c in conditions) + " | s a run |")
