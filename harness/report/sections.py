@@ -306,7 +306,7 @@ def _settings(v: View) -> list[Block]:
 #: HTML page had them, because a faster run that answers worse is not better. Validity and
 #: reliability are the files' only: the terminal's headline already says each check that
 #: failed, why, the fix and the failures by reason. HTML alone has room for plots, the config
-#: and LoadGen's settings; the terminal leaves the system and versions to `harness check`.
+#: and LoadGen's settings; the system and versions are the files', read later and elsewhere.
 SECTIONS: tuple[Section, ...] = (
     Section("throughput", "throughput", _always, lambda v: [Table(fig.throughput_table(v.summary))]),
     Section("answers", "answers' accuracy", _answers_scored, _answers),
