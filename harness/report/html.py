@@ -1,5 +1,7 @@
 """One self-contained HTML page: verdict, tables, plots, config, system and versions.
 
+The sections and their order are harness.report.sections'; here only how they look.
+
 No scripts, fonts, stylesheets or images are fetched: CSS is inline and plots are base64
 PNGs, so the file opens offline and can be attached to a procurement memo as is.
 """
@@ -7,19 +9,11 @@ PNGs, so the file opens offline and can be attached to a procurement memo as is.
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
-
-import yaml
 
 from harness.analysis.run_data import RunData
 from harness.report import figures as fig
-from harness.report.plots import all_plots
-from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_plot, schedule_table, timed
-from harness.report.session_plot import turns_plot
-from harness.report.telemetry_plots import telemetry_plots
-from harness.results.token_metrics import itl_samples, read_token_entries
-from harness.results.schedule import timed_from_dispatch
+from harness.report.sections import HTML, Block, Figures, Note, Table, View, shown
 
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -49,22 +43,17 @@ def _section(title: str, body: str) -> str:
     return f"<h2>{_e(title)}</h2>\n{body}\n"
 
 
-def _itl(data: RunData) -> tuple[Any, Any] | None:
-    """Per-token inter-token latencies of the successful streamed requests (the summary's
-    ITL, same rule), or None when the run kept no chunk times."""
-    entries = [e for e in read_token_entries(data.run_dir) if e.get("status") == "ok"]
-    return itl_samples(entries) if entries else None
-
-
-def _telemetry(data: RunData, tel: dict[str, Any]) -> str:
-    """Tables of what the server, the host and the GPUs said over the window, then the same
-    over time beside the client's own in-flight count."""
-    body = "".join(f'<p class="note">telemetry: {_e(n)}</p>' for n in tel.get("notes") or [])
-    body += "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in fig.telemetry_tables(tel))
-    plots = telemetry_plots(data.telemetry_entries, data.columns, data.child.get("threads") or {},
-                            data.child.get("loop_lag_ms"))
-    body += "".join(f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in plots.figures)
-    return body + "".join(f'<p class="note">{_e(n)}</p>' for n in plots.notes)
+def _block(block: Block) -> str:
+    if isinstance(block, Table):
+        return (f"<h3>{_e(block.title)}</h3>" if block.title else "") + _table(block.spec)
+    if isinstance(block, Note):
+        label = f"{block.label}: " if block.label else ""
+        return f'<p class="{"why" if block.alarm else "note"}">{_e(label + block.text)}</p>'
+    if isinstance(block, Figures):
+        figures, notes = block.draw()
+        return ("".join(f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in figures)
+                + "".join(f'<p class="note">{_e(n)}</p>' for n in notes))
+    return f"<pre>{_e(block.text)}</pre>"
 
 
 def render_html(data: RunData) -> str:
@@ -79,61 +68,9 @@ def render_html(data: RunData) -> str:
     val = s["validity"]
     parts += [f'<p class="why">why: {_e(r)}</p>' for r in val.get("reasons") or []]
     parts += [f'<p class="fix">fix: {_e(f)}</p>' for f in val.get("fixes") or []]
-    parts.append(_section("throughput", _table(fig.throughput_table(s))))
-    # right after speed: a faster run that answers worse is not better
-    text_acc = s.get("text_accuracy")
-    if isinstance(text_acc, dict) and not text_acc.get("error"):
-        note = f'<p class="note">{_e("; ".join(fig.text_accuracy_source(text_acc)))}; 95% CI: {_e(text_acc["ci_method"])}</p>'
-        parts.append(_section("answers' accuracy", _table(fig.text_accuracy_table(text_acc)) + note))
-    if s["harness"].get("samples") and s["run"]["scenario"] != "Offline":
-        parts.append(_section("latency", _table(fig.latency_table(s))))
-    parts.append(_section("validity", _table(fig.validity_table(s))))
-    parts.append(_section("reliability", _table(fig.reliability_table(s))))
-    bd = data.breakdown
-    if bd:
-        dom = bd["dominant"]
-        title = f"where the time went: {fig.stage_name(bd, dom)} dominates" if dom else "where the time went"
-        parts.append(_section(title, _table(fig.breakdown_table(bd))))
-    r = data.rates
-    if r["target_per_s"] is not None:
-        notes = "".join(f'<p class="note">{_e(n)}</p>' for n in r["notes"])
-        parts.append(_section("achieved vs target rate", _table(fig.rate_table(r)) + notes))
-    sched = s.get("schedule")
-    if timed(sched):  # a timed harness-owned schedule: was it kept? (docs/traffic.md)
-        figure = f'<figure><img alt="offered vs dispatched load" src="{schedule_plot(sched)}"></figure>'
-        note = f'<p class="note">{_e(FROM_ISSUE_NOTE)}</p>'
-        parts.append(_section("arrival schedule", _table(schedule_table(sched)) + note + figure))
-    tokens = s.get("tokens")
-    if isinstance(tokens, dict) and (specs := fig.tokens_tables(tokens, timed_from_dispatch(s))):
-        parts.append(_section("tokens", "".join(_table(spec) for spec in specs)))
-    if sessions := fig.session_tables(s):
-        notes = "".join(f'<p class="note">{_e(line)}</p>' for line in fig.session_lines(s))
-        figure = f'<figure><img alt="TTFT and input tokens by turn" src="{turns_plot(s["sessions"])}"></figure>'
-        parts.append(_section("sessions", "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in sessions)
-                              + notes + figure))
-    tel = s.get("telemetry")
-    if isinstance(tel, dict):
-        parts.append(_section("system under test (telemetry)", _telemetry(data, tel)))
-    if dist := fig.distribute_tables(s):
-        parts.append(_section("scale-out", "".join(f"<h3>{_e(title)}</h3>{_table(spec)}" for title, spec in dist)))
-    acc = s.get("accuracy")
-    if acc and acc.get("metric"):
-        parts.append(_section("accuracy", f"<p>{_e(acc['metric'])}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,} samples</p>"))
-    if data.cost:
-        c = data.cost
-        parts.append(_section(f"cost ({c['currency']})", _table(fig.cost_unit_table(c)) + _table(fig.cost_table(c))))
-    if data.columns is not None and len(data.columns["issue_ns"]):
-        plots = all_plots(data.columns, bd, r["target_per_s"], _itl(data))
-        body = "".join(f'<figure><img alt="{_e(cap)}" src="{uri}"></figure>' for cap, uri in plots.figures)
-        body += "".join(f'<p class="note">{_e(n)}</p>' for n in plots.notes)
-        parts.append(_section("plots", body))
-    else:
-        parts.append(_section("plots", "<p>no records.parquet in the results folder: no per-request plots</p>"))
-    parts.append(_section("config (run.yaml)", f"<pre>{_e(yaml.safe_dump(data.config, sort_keys=False))}</pre>"))
-    parts.append(_section("system", _table((["item", "value"], fig.system_rows(data)))))
-    parts.append(_section("versions", _table((["component", "version"], fig.versions(data)))))
-    settings = s["loadgen"].get("effective_settings") or {}
-    parts.append(_section("LoadGen effective settings", f"<pre>{_e(json.dumps(settings, indent=1))}</pre>"))
+    view = View(s, data, details=True)
+    parts += [_section(section.heading(view), "".join(_block(b) for b in blocks))
+              for section, blocks in shown(view, HTML)]
     parts.append(f'<p style="color:#888">results folder: {_e(data.run_dir)}</p>')
     title = f"{verdict} {s['run']['scenario']} {s['run']['backend']} {s['run']['name']}"
     return (

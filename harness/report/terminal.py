@@ -1,6 +1,7 @@
-"""The terminal view of a run: the verdict first, then why, then tables.
+"""The terminal view of a run: the verdict first, then why, then the sections' tables.
 
-With the results folder at hand it also shows where the time went (the dominant stage),
+The sections and their order are harness.report.sections'; here only how they look. With
+the results folder at hand it also shows where the time went (the dominant stage),
 achieved vs target rate, and cost; from a bare summary only the summary's figures.
 """
 
@@ -9,22 +10,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich import table as rich
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from harness.report import figures as fig
-from harness.results.schedule import timed_from_dispatch
-from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_table, timed
+from harness.report.sections import TERMINAL, Note, Table, View, shown
 from harness.results.schedule_lag import degraded_line
 
 _COLORS = {"VALID": "green", "INVALID": "red", "ACCURACY": "cyan"}
 
 
-def rich_table(title: str, spec: fig.Table, keep: int = 1) -> Table:
+def rich_table(title: str, spec: fig.Table, keep: int = 1) -> rich.Table:
     """`keep`: the leading columns that name a row (its label, a sweep's axis values) are never
     wrapped nor cut; rich takes the width a narrow terminal lacks from the others."""
     header, rows = spec
-    table = Table(title=title, title_justify="left", title_style="bold", header_style="dim", box=None, pad_edge=False)
+    table = rich.Table(title=title, title_justify="left", title_style="bold", header_style="dim", box=None, pad_edge=False)
     for i, (h, right) in enumerate(zip(header, fig.numeric_columns(spec))):
         # a column wraps between words, never inside one ("INVALID" is not cut to "INVALI…"):
         # its narrowest is its longest word, up to 16 (a path may still wrap or be cut)
@@ -36,11 +37,18 @@ def rich_table(title: str, spec: fig.Table, keep: int = 1) -> Table:
     return table
 
 
+def note(block: Note) -> str:
+    """A note indented under its table, its label coloured."""
+    if block.label is None:
+        return f"  {escape(block.text)}"
+    return f"  [{'red' if block.alarm else 'yellow'}]{escape(block.label)}:[/] {escape(block.text)}"
+
+
 def render(summary: dict[str, Any], console: Console, run_dir: str | None = None, details: bool = False) -> None:
     from harness.analysis.run_data import load_run
 
     data = load_run(Path(run_dir), summary) if run_dir and Path(run_dir).is_dir() else None
-    run, val, ours = summary["run"], summary["validity"], summary["harness"]
+    val, ours = summary["validity"], summary["harness"]
     verdict = fig.verdict(summary)
     color = _COLORS.get(verdict, "yellow")
     lines = fig.headline(summary, data.cost if data else None)
@@ -63,59 +71,13 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
     for fix in val["fixes"]:
         console.print(f"  [cyan]fix:[/] {fix}")
 
-    console.print(rich_table("throughput", fig.throughput_table(summary)))
-    if run["scenario"] != "Offline" and ours.get("samples"):
-        console.print(rich_table("latency", fig.latency_table(summary, fig.LATENCY_KEYS if details else fig.BRIEF_LATENCY_KEYS)))
-    if data is not None and data.breakdown:
-        bd = data.breakdown
-        dominant = bd["dominant"]
-        share = bd["stages"][dominant]["share"] if dominant else None
-        title = (f"where the time went: {fig.stage_name(bd, dominant)} dominates ({fig.pct(share)} of mean latency)"
-                 if dominant else "breakdown")
-        console.print(rich_table(title, fig.breakdown_table(bd)))
-        r = data.rates
-        if r["target_per_s"] is not None:
-            console.print(rich_table("achieved vs target rate", fig.rate_table(r)))
-            for note in r["notes"]:
-                console.print(f"  [yellow]note:[/] {note}")
-    elif ours.get("samples"):
-        # No folder: the summary's own queue/service percentiles.
-        queue = "backlog" if timed_from_dispatch(summary) else "queue"  # a closed loop's is its own
-        rows = [[f"{queue if k == 'queue' else k} {p} (ms)", fig.ms(ours[f"{k}_ms"][p])]
-                for k in ("queue", "service") for p in ("p50", "p99")]
-        console.print(rich_table("breakdown", (["stage", "harness"], rows)))
-    if timed(schedule):
-        console.print(rich_table("arrival schedule", schedule_table(schedule)))
-        console.print(f"  [yellow]note:[/] {FROM_ISSUE_NOTE}")
-    tokens = summary.get("tokens")
-    if isinstance(tokens, dict):
-        # the figures a token run is about; --details: every key of the section
-        for spec in fig.llm_tables(tokens, details=details, from_dispatch=timed_from_dispatch(summary)):
-            console.print(rich_table("tokens", spec))
-    for title, spec in fig.session_tables(summary):
-        console.print(rich_table(title, spec))
-    for line in fig.session_lines(summary):
-        console.print(f"  {line}", highlight=False)
-    tel = summary.get("telemetry")
-    if isinstance(tel, dict):
-        for note in tel.get("notes") or []:
-            console.print(f"  [yellow]telemetry:[/] {note}")
-        for title, spec in fig.telemetry_tables(tel):
-            console.print(rich_table(title, spec))
-    for title, spec in fig.distribute_tables(summary):
-        console.print(rich_table(title, spec))
-    acc = summary.get("accuracy")
-    if acc and acc.get("metric"):
-        console.print(f"  accuracy {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,}")
-    text_acc = summary.get("text_accuracy")
-    if isinstance(text_acc, dict) and not text_acc.get("error"):
-        console.print(rich_table("answers' accuracy", fig.text_accuracy_table(text_acc)))
-        for line in fig.text_accuracy_source(text_acc):
-            console.print(f"  {line}", highlight=False)
-    if data is not None and data.cost:
-        console.print(rich_table(f"cost ({data.cost['currency']})", fig.cost_table(data.cost)))
-        console.print(rich_table("cost per unit", fig.cost_unit_table(data.cost)))
-    if summary["loadgen"].get("errors"):
-        console.print(f"  [red]LoadGen errors:[/] {'; '.join(summary['loadgen']['errors'])}")
+    view = View(summary, data, details)
+    for section, blocks in shown(view, TERMINAL):
+        for block in blocks:
+            if isinstance(block, Table):
+                console.print(rich_table(block.title or section.heading(view), block.spec))
+            elif isinstance(block, Note):
+                console.print(note(block), highlight=False)
+            # plots and preformatted text are the page's (sections.Figures, sections.Pre)
     if run_dir:
         console.print(f"  [dim]{run_dir}[/]")

@@ -29,6 +29,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from harness.cli import main
+from harness.report import write_report
 from harness.config.run_config import RunConfig
 from harness.run import runner
 from tests.support.http_servers import ServerThread, Timing, openai_app
@@ -197,7 +198,8 @@ def test_a_long_tail_gets_log_bins_and_a_uniform_spread_keeps_even_ones():
 def test_an_accuracy_runs_scores_are_on_the_page_right_after_its_speed(tmp_path):
     """An LLM accuracy run (answers scored by ROUGE): Chromium's DOM has the answers' headline
     line and the table of every score with its interval and count, placed right after the
-    throughput section, and the screenshot of that table is not blank."""
+    throughput section (in Markdown and the terminal too), and the screenshot of that table
+    is not blank."""
     from tests.results.test_text_accuracy import _answers, _gguf, write_cnn_eval
 
     data = write_cnn_eval(tmp_path / "cnn_eval.json")
@@ -218,6 +220,14 @@ def test_an_accuracy_runs_scores_are_on_the_page_right_after_its_speed(tmp_path)
     for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "ROUGE-Lsum"):
         i = cells.index(name)
         assert cells[i + 1] == "50.0000" and cells[i + 3] == "6", cells[i:i + 4]
+    # Markdown and the terminal follow the same list of sections (harness.report.sections)
+    md = write_report(run_dir, "md")
+    assert [line for line in md.splitlines() if line.startswith("### ")][:2] == ["### Throughput", "### Answers' accuracy"]
+    assert "| ROUGE-1 | 50.0000 | " in md and "- scored: the answers in mlperf_log_accuracy.json" in md
+    res = CliRunner().invoke(main, ["report", str(run_dir)], env={"COLUMNS": "80"})
+    lines = [line.strip() for line in res.stdout.splitlines()]
+    assert res.exit_code == 0 and lines.index("throughput") < lines.index("answers' accuracy") < min(
+        i for i, line in enumerate(lines) if line.startswith("where the time went")), res.stdout
     shot = tmp_path / "accuracy.png"
     _browse(browser, report, tmp_path / "profile", f"--screenshot={shot}", f"--window-size={WIDTH},900")
     grey = np.asarray(Image.open(shot).convert("L"))

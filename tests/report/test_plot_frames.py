@@ -19,8 +19,8 @@ from matplotlib.axes import Axes
 from harness.analysis.points import load_sweep
 from harness.analysis.run_data import load_run
 from harness.config.run_config import RunConfig
-from harness.report.html import _itl
 from harness.report.plots import all_plots
+from harness.report.sections import itl
 from harness.report.sweep_plots import sweep_plots
 from harness.run.sweep import Axis, SweepSpec, new_sweep, run_sweep
 from tests.support.http_servers import ServerThread, Timing, openai_app
@@ -59,7 +59,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _run_axes(run: Path) -> list[tuple[str, Axes]]:
     d = load_run(run)
-    plots = all_plots(d.columns, d.breakdown, d.rates["target_per_s"], _itl(d))
+    plots = all_plots(d.columns, d.breakdown, d.rates["target_per_s"], itl(d))
     return [(cap, ax) for cap, uri in plots.figures for ax in uri.figure.axes]
 
 

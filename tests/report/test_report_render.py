@@ -218,3 +218,50 @@ def test_the_tokens_section_names_its_rows_and_hides_the_empty_ones_in_every_ren
     assert all(name in details for name in names if name not in ("latency (ms)", "figure"))
     brief = [r[0] for spec in figures.llm_tables(tokens) for r in [spec[0], *spec[1]]]
     assert set(brief) <= set(names)
+
+
+
+def _terminal_line(heading: str, blocks: list) -> str:
+    """The line a section starts on in the terminal, which draws no headings: its title, on its
+    first untitled table; else its first table's own title, or its first note."""
+    from harness.report.sections import Note, Table
+    from harness.report.terminal import note
+
+    if any(isinstance(b, Table) and not b.title for b in blocks):
+        return heading
+    first = next(b for b in blocks if isinstance(b, (Table, Note)))
+    return first.title if isinstance(first, Table) else re.sub(r"\[/?[a-z]*\]", "", note(first)).strip()
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("kind", ["failures", "tokens", "http"])
+def test_terminal_markdown_and_html_draw_the_same_sections_in_the_one_order(runs, kind):
+    """Each renderer's sections, read off what it printed (the page's <h2>, Markdown's ###
+    headings, the lines the terminal's sections start on), are the one list's in its order,
+    less those the list leaves to other formats; a section the run does not call for is in none."""
+    import html
+
+    from harness.report import sections
+    from harness.report.html import render_html
+
+    data = load_run(runs[kind])
+    view = sections.View(data.summary, data, details=True)
+    called_for = [s for s in sections.SECTIONS if s.shows(view)]
+    page = [html.unescape(t) for t in re.findall(r"<h2>(.*?)</h2>", render_html(data))]
+    assert page == [s.heading(view) for s in called_for if sections.HTML in s.formats]
+    md = [line.removeprefix("### ") for line in write_report(runs[kind], "md").splitlines() if line.startswith("### ")]
+    assert [t[:1].lower() + t[1:] for t in md] == [s.heading(view) for s in called_for if sections.MARKDOWN in s.formats]
+    # the terminal: its sections, each found on a line of its own, in the page's order
+    drawn = sections.shown(sections.View(data.summary, data, details=False), sections.TERMINAL)
+    titles = [s.heading(view) for s, _ in drawn]
+    assert titles == [t for t in page if t in titles]
+    assert titles[:2] == ["throughput", "latency"] and "cost (USD)" in titles
+    lines = [line.strip() for line in _terminal(runs[kind]).splitlines()]
+    starts = [lines.index(_terminal_line(s.heading(view), blocks)) for s, blocks in drawn]
+    assert starts == sorted(starts), list(zip(titles, starts))
+    # what the run does not call for is in no format: tokens here only in token runs; no
+    # sessions, telemetry, scale-out, harness-owned schedule or LoadGen errors in any
+    absent = {"sessions", "system under test (telemetry)", "scale-out", "arrival schedule", "LoadGen errors"}
+    absent |= {"tokens"} if kind == "failures" else set()
+    assert not absent & {*page, *(t[:1].lower() + t[1:] for t in md), *lines}
+    assert ("tokens" in page) == ("tokens" in lines) == ("Tokens" in md) == (kind != "failures")
