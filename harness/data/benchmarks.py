@@ -42,11 +42,10 @@ Reader = Literal["rouge-json", "rouge-pickle", "exact-text-pickle", "exact-ids-p
 #: the row metric harness.results.text_accuracy scores a row by: ROUGE, or an official
 #: exact-match script's extraction rules (harness.results.scoring.exact_match.Family)
 Scorer = Literal["rouge", "deepseek-r1", "gpt-oss"]
-#: the evaluation script whose printed result accuracy.txt takes (harness.analysis.llm_accuracy_txt)
-AccuracyForm = Literal["llama3.1-8b", "llama2-70b", "deepseek-r1", "gpt-oss"]
+#: how the evaluation script prints its result, which accuracy.txt imitates
+#: (harness.analysis.llm_accuracy_txt.FORMS says which script prints which)
+AccuracyForm = Literal["rouge-strings", "rouge-numbers", "exact-dict", "exact-line"]
 
-#: system_type values whose scenario tables differ ("edge,datacenter" reads as "datacenter,edge")
-SYSTEM_TYPE_TABLES = ("datacenter", "edge", "datacenter,edge")
 #: compliance/TEST06/run_verification.py's --eos_token_id default (Llama 2's </s>)
 DEFAULT_EOS_TOKEN_ID = 2
 
@@ -168,7 +167,7 @@ RECORDS: tuple[Benchmark, ...] = (
     Benchmark(
         "llama3_1-8b", "llama3.1-8b", 13_368, 13_368, token_latencies=True, interactive=True,
         token_limits=_limits((2000, 100), (500, 30)), eos_token_id=_LLAMA3_EOS,
-        dataset="llama3.1-8b", reader="rouge-json", scorer="rouge", accuracy_form="llama3.1-8b",
+        dataset="llama3.1-8b", reader="rouge-json", scorer="rouge", accuracy_form="rouge-strings",
         offline_min_samples=13_368,
         accuracy_targets=(*_rouge(38.7792, 15.9075, 24.4957, 0.99), ("ROUGELSUM", 35.793 * 0.99),
                           ("GEN_LEN", 8167644 * 0.9)),
@@ -178,7 +177,7 @@ RECORDS: tuple[Benchmark, ...] = (
     # file in cnn_eval.json's form, scored and printed as llama3.1-8b's
     Benchmark(
         "llama3_1-8b-edge", "llama3.1-8b-edge", 5_000, 5_000, token_latencies=True, eos_token_id=_LLAMA3_EOS,
-        dataset="llama3.1-8b", reader="rouge-json", scorer="rouge", accuracy_form="llama3.1-8b",
+        dataset="llama3.1-8b", reader="rouge-json", scorer="rouge", accuracy_form="rouge-strings",
         offline_min_samples=5_000,
         accuracy_targets=(*_rouge(39.06, 16.1147, 24.6375, 0.99), ("ROUGELSUM", 36.124 * 0.99),
                           ("GEN_LEN", 3051113 * 0.9)),
@@ -190,7 +189,7 @@ RECORDS: tuple[Benchmark, ...] = (
         "llama2-70b", "llama2-70b-99.9", 24_576, 24_576,
         aliases=("llama2-70b-99", "llama2-70b-interactive-99", "llama2-70b-interactive-99.9"),
         token_latencies=True, interactive=True, token_limits=_limits((2000, 200), (450, 40)), eos_token_id=2,
-        dataset="llama2-70b", reader="rouge-pickle", scorer="rouge", accuracy_form="llama2-70b",
+        dataset="llama2-70b", reader="rouge-pickle", scorer="rouge", accuracy_form="rouge-numbers",
         offline_min_samples=24_576,
         accuracy_targets=(*_rouge(44.4312, 22.0352, 28.6162, 0.999), ("TOKENS_PER_SAMPLE", 294.45 * 0.9)),
         accuracy_upper=(("TOKENS_PER_SAMPLE", 294.45 * 1.1),),
@@ -207,7 +206,7 @@ RECORDS: tuple[Benchmark, ...] = (
     Benchmark(
         "deepseek-r1", "deepseek-r1", 4_388, 4_388, token_latencies=True, interactive=True,
         token_limits=_limits((2000, 80), (1500, 15)), eos_token_id=1,
-        dataset="deepseek-r1", reader="exact-text-pickle", scorer="deepseek-r1", accuracy_form="deepseek-r1",
+        dataset="deepseek-r1", reader="exact-text-pickle", scorer="deepseek-r1", accuracy_form="exact-dict",
         offline_min_samples=4_388,
         accuracy_targets=(("exact_match", 0.99 * 81.3582), ("TOKENS_PER_SAMPLE", 0.9 * 3886.2274)),
         accuracy_upper=(("TOKENS_PER_SAMPLE", 1.1 * 3886.2274),),
@@ -219,7 +218,7 @@ RECORDS: tuple[Benchmark, ...] = (
     Benchmark(
         "gpt-oss-120b", "gpt-oss-120b", 6_396, 6_396, token_latencies=True, interactive=True,
         token_limits=_limits((3000, 80), (2000, 15)),
-        dataset="gpt-oss", reader="exact-ids-parquet", scorer="gpt-oss", accuracy_form="gpt-oss",
+        dataset="gpt-oss", reader="exact-ids-parquet", scorer="gpt-oss", accuracy_form="exact-line",
         accuracy_sample_count=4_395, offline_min_samples=6_396,
         accuracy_targets=(("exact_match", 83.13 * 0.99),), accuracy_upper=(("TOKENS_PER_SAMPLE", 1.1 * 9999),),
         required=_OFFLINE_DC, optional=_SERVER_OR_INTERACTIVE, compliance=("TEST07", "TEST09"), metric=_TOKENS),
@@ -252,6 +251,11 @@ def for_submission(name: str) -> Benchmark | None:
 def for_dataset(dataset: str) -> Benchmark | None:
     """The first record whose set is `dataset` (mlperf:SET): its reader and scorer."""
     return next((b for b in RECORDS if b.dataset == dataset), None)
+
+
+def for_scorer(scorer: str) -> Benchmark | None:
+    """The first record scored by `scorer` (an MLPerf row metric): its accuracy.txt form."""
+    return next((b for b in RECORDS if b.scorer == scorer), None)
 
 
 def checker_only_name(name: str) -> str | None:
