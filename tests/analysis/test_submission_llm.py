@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.analysis.submission import SubmissionRefused, official_settings, write_submission
+from harness.analysis.submission import SubmissionRefused, write_submission
 from harness.analysis.submission_rules import accuracy_problems, scenario_problems
 from harness.config.run_config import RunConfig
-from harness.data.benchmarks import BY_NAME, RECORDS
+from harness.data.benchmarks import BY_NAME
 from harness.report.figures import headline
 from harness.results.loadgen_log import read_detail
 from harness.run import runner
