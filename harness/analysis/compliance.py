@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.run_data import RunData, load_run
+from harness.data.benchmarks import DEFAULT_EOS_TOKEN_ID, find
 from harness.errors import OutputError
 from harness.results import folder
 from harness.results.loadgen_log import read_accuracy_log
@@ -138,19 +139,14 @@ def verify_accuracy(accuracy_run: RunData, audit: RunData) -> tuple[bool, str]:
     return passed, "\n".join(lines) + "\n"
 
 
-#: compliance/TEST06/run_verification.py's --eos_token_id is "the EOS token id of the
-#: tokenizer", default 2 (Llama 2's); these are the benchmarks' tokenizers' eos_token_id
-#: (Llama 3.1 Instruct: <|eot_id|>; DeepSeek-R1: <｜end▁of▁sentence｜>; Llama 2, Mixtral: </s>)
-TEST06_EOS = {"llama2-70b": 2, "mixtral-8x7b": 2, "llama3.1-8b": 128009, "llama3.1-405b": 128009, "deepseek-r1": 1}
-TEST06_DEFAULT_EOS = 2  # the script's default
-
-
 def eos_token_id_for(benchmark: str) -> tuple[int, str]:
-    """(EOS id, where it came from) for a benchmark name (its -99, -edge, -interactive forms too)."""
-    for prefix, eos in TEST06_EOS.items():
-        if benchmark.startswith(prefix):
-            return eos, f"{prefix}'s tokenizer"
-    return TEST06_DEFAULT_EOS, "run_verification.py's default"
+    """(EOS id, where it came from) for a benchmark name, any of its record's names:
+    compliance/TEST06/run_verification.py's --eos_token_id is "the EOS token id of the
+    tokenizer", default 2 (DEFAULT_EOS_TOKEN_ID); the record holds its tokenizer's."""
+    record = find(benchmark)
+    if record is not None and record.eos_token_id is not None:
+        return record.eos_token_id, f"{record.checker_name}'s tokenizer"
+    return DEFAULT_EOS_TOKEN_ID, "run_verification.py's default"
 
 
 def _ids(hex_data: str, dtype: np.dtype) -> np.ndarray:

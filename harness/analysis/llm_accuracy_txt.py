@@ -4,37 +4,38 @@ A submission's accuracy.txt is the evaluation script's output; the submission ch
 it line by line with its ACC_PATTERN regexes (tools/submission/submission_checker/
 constants.py: ROUGE1 `.*'rouge1':\\s+'?([\\d.]+)'?.*`, GEN_LEN `.*'gen_len':\\s([\\d.]+).*`,
 TOKENS_PER_SAMPLE `.*'tokens_per_sample':\\s([\\d.]+).*`, exact_match
-`.*'exact_match':\\s([\\d.]+).*`) and the `^hash=` line. What each script prints, read at
+`.*'exact_match':\\s([\\d.]+).*`) and the `^hash=` line. A benchmark's form is its record's
+`accuracy_form` (harness.data.benchmarks); what each script prints, read at
 mlcommons/inference commit b66003e10e2db4b8c36a448b0545ec90fcc6e9e9:
 
-    llama3.1-8b  evaluation.py          {'rouge1': '38.3886', 'rouge2': '...', 'rougeL': '...',
-                                         'rougeLsum': '...', 'gen_len': 8167644, 'gen_num': 13368}
-                                        (the ROUGE figures are strings: f"{round(mean * 100, 4)}")
-    llama2-70b   evaluate-accuracy.py   {'rouge1': 44.4312, ..., 'gen_len': N, 'gen_num': N,
-                                         'gen_tok_len': N, 'tokens_per_sample': 294.5}
-    deepseek-r1  eval_accuracy.py       {'exact_match': 81.3, 'tokens_per_sample': 3886.2, 'num-samples': 4388}
-    gpt-oss-120b eval_mlperf_accuracy.py  'exact_match': 83.130   (after "Printing for submission_checker:")
+    rouge-strings  language/llama3.1-8b/evaluation.py
+                   {'rouge1': '38.3886', 'rouge2': '...', 'rougeL': '...', 'rougeLsum': '...',
+                    'gen_len': 8167644, 'gen_num': 13368}
+                   (the ROUGE figures are strings: f"{round(mean * 100, 4)}")
+    rouge-numbers  language/llama2-70b/evaluate-accuracy.py
+                   {'rouge1': 44.4312, ..., 'gen_len': N, 'gen_num': N, 'gen_tok_len': N,
+                    'tokens_per_sample': 294.5}
+    exact-dict     language/deepseek-r1/eval_accuracy.py
+                   {'exact_match': 81.3, 'tokens_per_sample': 3886.2, 'num-samples': 4388}
+    exact-line     language/gpt-oss-120b/eval_mlperf_accuracy.py
+                   'exact_match': 83.130   (after "Printing for submission_checker:")
 
 The figures come from summary.json's `text_accuracy` (harness.results.text_accuracy), which
 scores as those scripts do; they are written as plain Python numbers: under numpy 2 the
 scripts' own `np.int64(8167644)` reprs no longer match GEN_LEN (mlcommons/inference#1763).
-A benchmark the table does not name gets llama2-70b's form for ROUGE (it carries every
-figure the checker reads) and deepseek-r1's for exact match (gpt-oss's for gpt-oss rows).
+A run that names no benchmark gets rouge-numbers for ROUGE (it carries every figure the
+checker reads), and for exact match the form of the benchmark whose scorer its rows name,
+else exact-dict.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from harness.data.benchmarks import find, for_scorer
+
 ROUGE_KEYS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
-#: benchmark -> the script whose printed form its accuracy.txt takes
-FORMS = {
-    "llama3.1-8b": "llama3.1-8b", "llama3.1-8b-edge": "llama3.1-8b", "llama3.1-8b-interactive": "llama3.1-8b",
-    "llama2-70b-99": "llama2-70b", "llama2-70b-99.9": "llama2-70b", "llama2-70b-interactive-99": "llama2-70b",
-    "llama2-70b-interactive-99.9": "llama2-70b",
-    "deepseek-r1": "deepseek-r1", "deepseek-r1-interactive": "deepseek-r1",
-    "gpt-oss-120b": "gpt-oss", "gpt-oss-120b-interactive": "gpt-oss",
-}
+ROUGE_FORMS = ("rouge-strings", "rouge-numbers")
 
 
 def is_llm_section(section: dict[str, Any] | None) -> bool:
@@ -43,7 +44,7 @@ def is_llm_section(section: dict[str, Any] | None) -> bool:
 
 
 def _rouge_line(r: dict[str, Any], form: str) -> str:
-    if form == "llama3.1-8b":
+    if form == "rouge-strings":
         out: dict[str, Any] = {k: str(float(r[k])) for k in ROUGE_KEYS}
         out.update(gen_len=int(r["gen_len"]), gen_num=int(r["gen_num"]))
         return repr(out)
@@ -55,7 +56,7 @@ def _rouge_line(r: dict[str, Any], form: str) -> str:
 
 
 def _exact_line(e: dict[str, Any], form: str) -> str:
-    if form == "gpt-oss":
+    if form == "exact-line":
         return f"'exact_match': {float(e['exact_match']):.3f}"
     out: dict[str, Any] = {"exact_match": float(e["exact_match"])}
     if e.get("tokens_per_sample") is not None:
@@ -65,13 +66,16 @@ def _exact_line(e: dict[str, Any], form: str) -> str:
 
 
 def form_for(benchmark: str, section: dict[str, Any]) -> str:
-    """The script whose output the file imitates: the benchmark's, else the rows' metric's."""
-    if benchmark in FORMS:
-        return FORMS[benchmark]
+    """The form of the script whose output the file imitates: the benchmark's (any of its
+    names), else the one its rows' scorer implies."""
+    record = find(benchmark)
+    if record is not None and record.accuracy_form is not None:
+        return record.accuracy_form
     metrics = (section.get("exact_match") or {}).get("metrics") or {}
-    if section.get("exact_match") and set(metrics) == {"gpt-oss"}:
-        return "gpt-oss"
-    return "llama2-70b" if section.get("rouge") else "deepseek-r1"
+    if section.get("exact_match"):
+        by_scorer = for_scorer(next(iter(metrics))) if len(metrics) == 1 else None
+        return by_scorer.accuracy_form if by_scorer and by_scorer.accuracy_form else "exact-dict"
+    return "rouge-numbers"
 
 
 def accuracy_lines(section: dict[str, Any], benchmark: str) -> list[str]:
@@ -82,13 +86,13 @@ def accuracy_lines(section: dict[str, Any], benchmark: str) -> list[str]:
     form = form_for(benchmark, section)
     out: list[str] = []
     if section.get("rouge"):
-        out += ["", "Results", "", _rouge_line(section["rouge"], form if form in ("llama3.1-8b", "llama2-70b") else "llama2-70b")]
+        out += ["", "Results", "", _rouge_line(section["rouge"], form if form in ROUGE_FORMS else "rouge-numbers")]
     if section.get("exact_match"):
         e = section["exact_match"]
-        if form == "gpt-oss":
+        if form == "exact-line":
             out += ["", "", "Printing for submission_checker:", "", _exact_line(e, form)]
         else:
-            out += ["", "Results", "", _exact_line(e, "deepseek-r1")]
+            out += ["", "Results", "", _exact_line(e, "exact-dict")]
     return out
 
 

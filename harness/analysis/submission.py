@@ -3,7 +3,7 @@
     <out>/<division>/<org>/
         systems/<system>.json
         src/README.md
-        results/<system>/<benchmark>/<scenario>/       the checker's names (llama3.1-8b; Interactive)
+        results/<system>/<benchmark>/<scenario>/       the checker's names (a record's checker_name; Interactive)
             performance/run_1/mlperf_log_summary.txt, mlperf_log_detail.txt
             accuracy/mlperf_log_summary.txt, mlperf_log_detail.txt, mlperf_log_accuracy.json, accuracy.txt
             measurements.json  user.conf  README.md  harness_run_performance.yaml  harness_run_accuracy.yaml
@@ -30,7 +30,6 @@ from harness.analysis import llm_accuracy_txt
 from harness.analysis.check import check_run
 from harness.analysis.compliance import JUDGED_HERE, Audit, compliance_files, is_audit_folder, load_audit
 from harness.analysis.run_data import RunData, load_run
-from harness.analysis.submission_benchmarks import BENCHMARKS, OFFLINE_MIN_SAMPLES
 from harness.analysis.submission_rules import (
     ACCELERATOR_FIELDS,
     CHECKER_VERSIONS,
@@ -47,6 +46,7 @@ from harness.analysis.submission_rules import (
     truncate_accuracy_log,
 )
 from harness.config.run_config import read_yaml
+from harness.data.benchmarks import RECORDS, for_submission
 from harness.errors import ConfigError, HarnessError, OutputError, SubmissionRefused
 from harness.results import folder
 from harness.results.text_accuracy import score_folder
@@ -71,8 +71,8 @@ def _key(r: RunData) -> tuple[str, str]:
 
 
 def _folder_name(benchmark: str) -> str:
-    """results/<system>/<this>/: the checker's name (llama3.1-8b for LoadGen's llama3_1-8b)."""
-    bench = BENCHMARKS.get(benchmark)
+    """results/<system>/<this>/: the checker's name (the record's checker_name), not LoadGen's."""
+    bench = for_submission(benchmark)
     return bench.checker_name if bench else ("unnamed" if benchmark == "*" else benchmark)
 
 
@@ -140,7 +140,8 @@ def broken_rules(runs: list[RunData], division: str = "open", audits: list[Audit
     for (benchmark, scenario), modes in sorted(groups.items()):
         name = f"{benchmark}/{scenario}"
         if benchmark == "*":
-            broken.append(f"{name}: no benchmark name; run with --benchmark (e.g. resnet50) so LoadGen applies its rules")
+            broken.append(f"{name}: no benchmark name; run with --benchmark (e.g. {RECORDS[0].name}) so LoadGen "
+                          "applies its rules")
             continue
         for mode, found in modes.items():
             if not found:
@@ -172,7 +173,7 @@ def _compliance_rules(name: str, benchmark: str, scenario: str, modes: dict[str,
     mine = [a for a in audits if a.key == (benchmark, scenario)]
     if division != "closed":
         return [f"{name}: {a.folder.name}: compliance audits are for the closed division; drop it" for a in mine]
-    bench = BENCHMARKS.get(benchmark)
+    bench = for_submission(benchmark)
     wanted = bench.compliance if bench else ()
     broken = []
     perf, acc = modes["PerformanceOnly"], modes["AccuracyOnly"]
@@ -241,11 +242,12 @@ def _performance_rules(name: str, r: RunData, official: dict[str, int], division
                       f"{official['min_duration_ms'] / 1e3:g} s (set min_duration_s or drop the override)")
     # SingleStream, MultiStream and Server are bounded by early stopping, not a query count;
     # Offline is one query, and the closed division's count is of the samples in it
-    # (24,576 for resnet50: its effective min_query_count is always 1)
+    # (the record's offline_min_samples: its effective min_query_count may be 1)
     if scenario == "Offline" and division == "closed":
         samples = int(eff.get("samples_per_query") or 0)
-        # the checker's count (OFFLINE_MIN_SPQ_SINCE_V4), where mlperf.conf has none (gpt-oss-120b)
-        wanted = max(official["min_query_count"] or 0, OFFLINE_MIN_SAMPLES.get(r.config["benchmark"], 0))
+        # the checker's count (OFFLINE_MIN_SPQ_SINCE_V4), also where mlperf.conf has none
+        record = for_submission(r.config["benchmark"])
+        wanted = max(official["min_query_count"] or 0, record.offline_min_samples if record else 0)
         if samples < wanted:
             broken.append(f"{name}: {samples:,} samples in the Offline query, under the official "
                           f"{wanted:,} (raise offline_expected_qps or min_duration_s)")
@@ -261,7 +263,7 @@ def _performance_rules(name: str, r: RunData, official: dict[str, int], division
     for seed in SEEDS:
         if eff.get(seed) != official[seed]:
             broken.append(f"{name}: {seed} {eff.get(seed)} is not the official {official[seed]} "
-                          "(name the benchmark, e.g. --benchmark resnet50, and set no seed: LoadGen then applies its "
+                          f"(name the benchmark, e.g. --benchmark {RECORDS[0].name}, and set no seed: LoadGen then applies its "
                           "compiled-in mlperf.conf)")
     if not audit:
         for key in ("performance_issue_same", "performance_issue_unique"):
@@ -276,7 +278,7 @@ def _token_rules(name: str, r: RunData) -> list[str]:
     Interactive both p99s strictly under the scenario's bounds. The checker reads the bounds
     by the log's effective_scenario, Server even in an Interactive folder; the harness holds
     an Interactive result to Interactive's own, which the rules mean."""
-    bench = BENCHMARKS.get(r.config["benchmark"])
+    bench = for_submission(r.config["benchmark"])
     if bench is None or not bench.is_llm:
         return []
     scenario = r.config["scenario"]
@@ -561,7 +563,7 @@ def result_metric(r: RunData) -> tuple[str, float | None] | None:
     """The figure the checker reports for a performance run: RESULT_FIELD_NEW, or the
     benchmark's override (tokens/s for an LLM; Interactive reads Server's, as the log's
     effective_scenario does), from LoadGen's log."""
-    bench = BENCHMARKS.get(r.config["benchmark"])
+    bench = for_submission(r.config["benchmark"])
     key = bench.metric.get(r.config["scenario"]) if bench else None
     if key is None:
         return None

@@ -3,7 +3,7 @@
 Read from the checker's source (mlcommons/inference, tools/submission/submission_checker,
 v6.1 config), not run here: the checker is not on PyPI, and it stays the judge. Each rule
 below names where the checker holds it, so a new checker version can be compared line by
-line; the benchmarks' own tables (resnet50, the LLMs) are in submission_benchmarks. What
+line; each benchmark's own entries are its record (harness.data.benchmarks). What
 the harness cannot know (a benchmark it has no entry for) it says, rather than pass silently.
 
 The values LoadGen itself holds (durations, seeds, counts, Server's latency bound) are read
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.submission_benchmarks import BENCHMARKS
+from harness.data.benchmarks import for_submission
 from harness.errors import HarnessError
 from harness.results.loadgen_log import INTERACTIVE, loadgen_scenario
 
@@ -127,7 +127,7 @@ def scenario_problems(benchmark: str, scenarios: set[str], system_type: str, div
     """The closed division's scenario set per system_type (loader.py check_scenarios): every
     required one, nothing outside required and optional, and one of Interactive and Server
     when both are optional (the LLMs in a datacenter)."""
-    bench = BENCHMARKS.get(benchmark)
+    bench = for_submission(benchmark)
     if division == "open" or bench is None or not system_type:
         return []
     entry = bench.scenarios_for(system_type)
@@ -160,7 +160,7 @@ def accuracy_line(metric: str | None, value: float | None, correct: int | None, 
     reference script's `accuracy=76.456%, good=38228, total=50000` for resnet50)."""
     if value is None:
         return "no accuracy metric: the dataset has no labels"
-    bench = BENCHMARKS.get(benchmark)
+    bench = for_submission(benchmark)
     key = "accuracy" if bench is None or bench.accuracy_targets[0][0] == "acc" else (metric or "accuracy")
     return f"{key}={value * 100:.3f}%, good={correct}, total={total}"
 
@@ -196,7 +196,7 @@ def accuracy_problems(name: str, run_name: str, benchmark: str, division: str, e
     """The accuracy run's rules: the whole dataset (every division; gpt-oss-120b's accuracy
     subset), and in the closed division each of the benchmark's targets and upper limits
     (accuracy_check.py accuracy_result_check, dataset_check)."""
-    bench = BENCHMARKS.get(benchmark)
+    bench = for_submission(benchmark)
     if bench is None:
         return [f"{name}: the harness has no entry for {benchmark} in the checker's tables (dataset size, accuracy "
                 "target): check the folder with the official checker"]

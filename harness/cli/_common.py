@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from harness.data import benchmarks
 from harness.errors import EXIT_INTERNAL, HarnessError
 
 console = Console()
@@ -83,14 +84,14 @@ _CONFIG_OPTIONS = [
     click.option("--weights", type=click.Path(path_type=Path), help="state_dict file for a module:function model (the backend's `weights` option)"),
     click.option("--dataset", help="tensors: synthetic[:n=N,seed=S] | digits | DIR of .npy/.npz; "
                   "prompts: prompts.jsonl | sharegpt:FILE | synthetic:isl=..,osl=.. | mlperf:SET:FILE (with references: "
-                  "llama3.1-8b, llama2-70b, deepseek-r1, gpt-oss) (docs/llm.md)"),
+                  f"{', '.join(benchmarks.DATASETS)}) (docs/llm.md)"),
     click.option("--name", help="run name, part of the results folder's name"),
     click.option("--mlperf-conf", type=click.Path(path_type=Path),
                   help="an mlperf.conf whose values override the one LoadGen has compiled in (rarely needed)"),
     click.option("--user-conf", type=click.Path(path_type=Path),
                   help="user.conf: your settings per benchmark and scenario (LoadGen applies its own mlperf.conf first)"),
-    click.option("--benchmark", help="MLPerf model name (e.g. resnet50): LoadGen then applies its compiled-in "
-                  "mlperf.conf for it (official seeds, durations, counts); --set overrides"),
+    click.option("--benchmark", help=f"MLPerf model name (e.g. {benchmarks.RECORDS[0].name}): LoadGen then applies "
+                  "its compiled-in mlperf.conf for it (official seeds, durations, counts); --set overrides"),
     click.option("--no-mlperf-conf", "no_mlperf_conf", is_flag=True,
                   help="do not load LoadGen's compiled-in mlperf.conf (on by default with --benchmark)"),
     click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="any run or backend setting"),

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harness.data import benchmarks
 from harness.data.sessions import is_session_spec
 from harness.errors import ConfigError
 from harness.results.loadgen_log import INTERACTIVE, loadgen_scenario
@@ -27,15 +28,6 @@ from harness.results.slo import TARGETS as SLO_TARGETS
 #: LoadGen's four, and MLPerf's Interactive: LoadGen's Server with the benchmark's
 #: `<model>-interactive` conf entries (harness.results.loadgen_log)
 Scenario = Literal["SingleStream", "MultiStream", "Server", "Offline", "Interactive"]
-#: mlperf.conf's LLMs, the models with `<model>.*.use_token_latencies = 1` (LoadGen 6.0.17's
-#: compiled-in conf; mlcommons/inference b66003e1 loadgen/mlperf.conf): TTFT/TPOT measured
-TOKEN_BENCHMARKS = frozenset({"llama2-70b", "mixtral-8x7b", "llama3_1-405b", "llama3_1-8b", "llama3_1-8b-edge",
-                              "deepseek-r1", "gpt-oss-120b"})
-#: those with `<model>-interactive.Server.ttft_latency` / `tpot_latency` entries there
-INTERACTIVE_BENCHMARKS = frozenset({"llama2-70b", "llama3_1-405b", "llama3_1-8b", "deepseek-r1", "gpt-oss-120b"})
-#: the submission checker's names of these, which mlperf.conf does not know
-_CHECKER_NAMES = {"llama3.1-8b": "llama3_1-8b", "llama3.1-8b-edge": "llama3_1-8b-edge", "llama3.1-405b": "llama3_1-405b",
-                  "llama2-70b-99": "llama2-70b", "llama2-70b-99.9": "llama2-70b"}
 #: a results folder is named <stamp>-<name>-<scenario>: no separators, no dot first, no newline
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]*$"
 # Bounds of what LoadGen and a machine can do: past them LoadGen overflows its integer
@@ -309,8 +301,8 @@ class RunConfig(BaseModel):
     mlperf_conf: str | None = Field(None, description="an mlperf.conf-format file")
     user_conf: str | None = Field(None, description="a user.conf file")
     benchmark: str = Field(
-        "*", description="model name the conf files are keyed by, mlperf.conf's: e.g. resnet50, llama3_1-8b, "
-        "llama2-70b, deepseek-r1, gpt-oss-120b",
+        "*", description="model name the conf files are keyed by, mlperf.conf's: e.g. "
+        f"{', '.join(b.name for b in benchmarks.RECORDS if b.in_checker)}",
     )
     official_conf: bool | None = Field(
         None,
@@ -389,8 +381,9 @@ class RunConfig(BaseModel):
         """An LLM benchmark measures TTFT/TPOT: mlperf.conf turns LoadGen's use_token_latencies
         on for it, and the SUT must then report each first token, so the harness's default
         follows (an explicit false stays: the submission rules name it)."""
-        if (isinstance(data, dict) and data.get("benchmark") in TOKEN_BENCHMARKS
-                and data.get("use_token_latencies") is None):
+        name = data.get("benchmark") if isinstance(data, dict) else None
+        record = benchmarks.benchmark(name) if isinstance(name, str) else None
+        if record is not None and record.token_latencies and data.get("use_token_latencies") is None:
             data = {**data, "use_token_latencies": True}
         return data
 
@@ -412,14 +405,16 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
-        if self.benchmark in _CHECKER_NAMES:
+        loadgen_name = benchmarks.checker_only_name(self.benchmark)
+        if loadgen_name is not None:
             raise ValueError(f"benchmark {self.benchmark!r} is the submission checker's name; LoadGen's mlperf.conf "
-                             f"calls it {_CHECKER_NAMES[self.benchmark]!r}: use that (the submission folder takes "
-                             "the checker's)")
-        if self.scenario == INTERACTIVE and self.benchmark not in INTERACTIVE_BENCHMARKS:
+                             f"calls it {loadgen_name!r}: use that (the submission folder takes the checker's)")
+        record = benchmarks.benchmark(self.benchmark)
+        if self.scenario == INTERACTIVE and not (record and record.interactive):
+            interactive = sorted(b.name for b in benchmarks.RECORDS if b.interactive)
             raise ValueError(f"scenario Interactive is an LLM benchmark's Server with mlperf.conf's tighter TTFT/TPOT "
                              f"bounds; benchmark {self.benchmark!r} has none: name one of "
-                             f"{', '.join(sorted(INTERACTIVE_BENCHMARKS))}, or use Server")
+                             f"{', '.join(interactive)}, or use Server")
         if (self.scenario == INTERACTIVE and self.official_conf is False and not (self.mlperf_conf or self.user_conf)
                 and not (self.ttft_latency_ms and self.tpot_latency_ms)):
             raise ValueError("scenario Interactive takes its TTFT/TPOT bounds from mlperf.conf's "

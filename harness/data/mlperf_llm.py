@@ -2,21 +2,20 @@
 
 Each reader returns an `LLMDataset`: its rows in file order (row i is qsl_idx i, as the
 official scripts index them), each with the prompt, its token ids when the file has them,
-the reference, and the metric that scores it. Columns, read at mlcommons/inference commit
-b66003e10e2db4b8c36a448b0545ec90fcc6e9e9:
+the reference, and the metric that scores it (the benchmark record's `scorer`). A set's
+reader is its record's `reader` (harness.data.benchmarks); the formats, READERS' keys, are
+the sets' files as read at mlcommons/inference commit b66003e10e2db4b8c36a448b0545ec90fcc6e9e9:
 
-    llama3.1-8b  cnn_eval.json     pandas.read_json: input (prompt text), tok_input (ids),
-                                   output (reference summary)             language/llama3.1-8b/dataset.py
-    llama2-70b   Open-Orca pickle  pandas.read_pickle: input, tok_input, output
-                                   (processorca.py renames response -> output)
-                                                               language/llama2-70b/dataset.py
-    deepseek-r1  pickle            text_input (prompt), ground_truth (or gt_output), dataset
-                                   (gpqa, mmlu_pro, math500, aime, livecodebench...)
-                                                    language/deepseek-r1/mlperf/utils.py, eval_accuracy.py
-    gpt-oss-120b parquet or pickle tok_input (or input_tokens, v4.0+), dataset, ground_truth
-                                          language/gpt-oss-120b/utils/tokenization.py, eval_mlperf_accuracy.py
-    jsonl        one object a line `prompt` (text) or `messages` ([{role, content}]), `answer`
-                                   (the reference), optional `metric` (see ROW_METRICS)
+    rouge-json         pandas.read_json: input (prompt text), tok_input (ids), output (reference
+                       summary)                          language/llama3.1-8b/dataset.py (cnn_eval.json)
+    rouge-pickle       pandas.read_pickle: input, tok_input, output (processorca.py renames
+                       response -> output)               language/llama2-70b/dataset.py (Open-Orca)
+    exact-text-pickle  text_input (prompt), ground_truth (or gt_output), dataset (gpqa, mmlu_pro,
+                       math500, aime, livecodebench...)  language/deepseek-r1/mlperf/utils.py
+    exact-ids-parquet  parquet or pickle: tok_input (or input_tokens, v4.0+), dataset, ground_truth
+                                       language/gpt-oss-120b/utils/tokenization.py, eval_mlperf_accuracy.py
+    jsonl              one object a line: `prompt` (text) or `messages` ([{role, content}]),
+                       `answer` (the reference), optional `metric` (see ROW_METRICS)
 
 Pickles run code when read, as pandas.read_pickle always does: read only files you trust
 (MLPerf's own downloads). A missing column or a value of the wrong type is one
@@ -32,6 +31,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from harness.data.benchmarks import DATASETS, Benchmark, for_dataset
 from harness.data.jsonl import json_objects
 from harness.errors import DatasetError
 
@@ -50,9 +50,10 @@ class LLMRow:
     messages: tuple[dict[str, str], ...] | None
     input_ids: tuple[int, ...] | None
     reference: str | int | float
-    #: rouge | exact_match | choice[:LETTERS] | regex:PATTERN | json_field:PATH | deepseek-r1 | gpt-oss
+    #: rouge | exact_match | choice[:LETTERS] | regex:PATTERN | json_field:PATH, or an MLPerf
+    #: benchmark's scorer (harness.data.benchmarks.Scorer)
     metric: str
-    #: MLPerf's sub-dataset (deepseek-r1, gpt-oss: it picks the answer-extraction rule)
+    #: MLPerf's sub-dataset (an exact-match scorer picks the answer-extraction rule by it)
     dataset: str | None = None
 
 
@@ -130,7 +131,7 @@ def _reference(value: Any, path: Path, row: int, column: str) -> str | int | flo
     return value
 
 
-def _rouge_file(kind: str, path: Path, read: Callable[[Any, Path], Any]) -> LLMDataset:
+def _rouge_file(path: Path, record: Benchmark, read: Callable[[Any, Path], Any]) -> LLMDataset:
     frame = _frame(path, read)
     for name in ("input", "tok_input", "output"):
         _column(frame, path, name)
@@ -138,23 +139,23 @@ def _rouge_file(kind: str, path: Path, read: Callable[[Any, Path], Any]) -> LLMD
     for i, (prompt, ids, output) in enumerate(zip(frame["input"], frame["tok_input"], frame["output"])):
         rows.append(LLMRow(
             prompt=_text(prompt, path, i, "input"), messages=None, input_ids=_ids(ids, path, i, "tok_input"),
-            reference=_text(output, path, i, "output"), metric="rouge",
+            reference=_text(output, path, i, "output"), metric=_scorer(record),
         ))
-    return LLMDataset(kind, path, tuple(rows))
+    return LLMDataset(_kind(record), path, tuple(rows))
 
 
-def read_cnn_eval(path: Path) -> LLMDataset:
-    """llama3.1-8b's `cnn_eval.json` (CNN-DailyMail): read with pandas.read_json as dataset.py does."""
-    return _rouge_file("llama3.1-8b", path, lambda pd, p: pd.read_json(p))
+def read_rouge_json(path: Path, record: Benchmark) -> LLMDataset:
+    """A JSON table (CNN-DailyMail's `cnn_eval.json`): read with pandas.read_json as dataset.py does."""
+    return _rouge_file(path, record, lambda pd, p: pd.read_json(p))
 
 
-def read_open_orca(path: Path) -> LLMDataset:
-    """llama2-70b's processed Open-Orca pickle: read with pandas.read_pickle as dataset.py does."""
-    return _rouge_file("llama2-70b", path, lambda pd, p: pd.read_pickle(p))
+def read_rouge_pickle(path: Path, record: Benchmark) -> LLMDataset:
+    """A processed pickle (Open-Orca's): read with pandas.read_pickle as dataset.py does."""
+    return _rouge_file(path, record, lambda pd, p: pd.read_pickle(p))
 
 
-def read_deepseek_r1(path: Path) -> LLMDataset:
-    """DeepSeek-R1's pickle: prompts in text_input (tokenised by the SUT), references in
+def read_exact_text_pickle(path: Path, record: Benchmark) -> LLMDataset:
+    """A pickle of text prompts: prompts in text_input (tokenised by the SUT), references in
     ground_truth (or gt_output), the sub-dataset in dataset; tok_input is kept when present."""
     frame = _frame(path, lambda pd, p: pd.read_pickle(p))
     truth = _column(frame, path, "ground_truth", "gt_output")
@@ -163,18 +164,18 @@ def read_deepseek_r1(path: Path) -> LLMDataset:
     tokens = "tok_input" if "tok_input" in frame.columns else None
     rows = []
     for i in range(len(frame)):
-        record = frame.iloc[i]
+        row = frame.iloc[i]
         rows.append(LLMRow(
-            prompt=_text(record["text_input"], path, i, "text_input"), messages=None,
-            input_ids=_ids(record[tokens], path, i, tokens) if tokens else None,
-            reference=_reference(record[truth], path, i, truth), metric="deepseek-r1",
-            dataset=_text(record["dataset"], path, i, "dataset"),
+            prompt=_text(row["text_input"], path, i, "text_input"), messages=None,
+            input_ids=_ids(row[tokens], path, i, tokens) if tokens else None,
+            reference=_reference(row[truth], path, i, truth), metric=_scorer(record),
+            dataset=_text(row["dataset"], path, i, "dataset"),
         ))
-    return LLMDataset("deepseek-r1", path, tuple(rows))
+    return LLMDataset(_kind(record), path, tuple(rows))
 
 
-def read_gpt_oss(path: Path) -> LLMDataset:
-    """gpt-oss-120b's parquet (or pickle): token ids in tok_input (input_tokens from v4.0),
+def read_exact_ids_parquet(path: Path, record: Benchmark) -> LLMDataset:
+    """A parquet (or pickle) of token-id prompts: ids in tok_input (input_tokens from v4.0),
     the sub-dataset in dataset, references in ground_truth. Rubric-graded rows are not scored."""
     if path.suffix in (".pkl", ".pickle"):
         frame = _frame(path, lambda pd, p: pd.read_pickle(p))
@@ -186,14 +187,26 @@ def read_gpt_oss(path: Path) -> LLMDataset:
     text = next((c for c in ("text_input", "prompt") if c in frame.columns), None)
     rows = []
     for i in range(len(frame)):
-        record = frame.iloc[i]
+        row = frame.iloc[i]
         rows.append(LLMRow(
-            prompt=_text(record[text], path, i, text) if text else None, messages=None,
-            input_ids=_ids(record[tokens], path, i, tokens),
-            reference=_reference(record["ground_truth"], path, i, "ground_truth"), metric="gpt-oss",
-            dataset=_text(record["dataset"], path, i, "dataset"),
+            prompt=_text(row[text], path, i, text) if text else None, messages=None,
+            input_ids=_ids(row[tokens], path, i, tokens),
+            reference=_reference(row["ground_truth"], path, i, "ground_truth"), metric=_scorer(record),
+            dataset=_text(row["dataset"], path, i, "dataset"),
         ))
-    return LLMDataset("gpt-oss", path, tuple(rows))
+    return LLMDataset(_kind(record), path, tuple(rows))
+
+
+def _kind(record: Benchmark) -> str:
+    if record.dataset is None:
+        raise DatasetError(f"benchmark {record.name} has no MLPerf dataset the harness reads")
+    return record.dataset
+
+
+def _scorer(record: Benchmark) -> str:
+    if record.scorer is None:
+        raise DatasetError(f"benchmark {record.name} has no scorer the harness knows")
+    return record.scorer
 
 
 def check_metric(metric: Any, where: str) -> str:
@@ -258,18 +271,21 @@ def read_jsonl(path: Path, default_metric: str = "exact_match") -> LLMDataset:
     return LLMDataset("jsonl", path, tuple(rows))
 
 
-READERS: Mapping[str, Callable[[Path], LLMDataset]] = MappingProxyType({
-    "llama3.1-8b": read_cnn_eval,
-    "llama2-70b": read_open_orca,
-    "deepseek-r1": read_deepseek_r1,
-    "gpt-oss": read_gpt_oss,
-    "jsonl": read_jsonl,
+#: a benchmark record's `reader` -> the function reading its set's file
+READERS: Mapping[str, Callable[[Path, Benchmark], LLMDataset]] = MappingProxyType({
+    "rouge-json": read_rouge_json,
+    "rouge-pickle": read_rouge_pickle,
+    "exact-text-pickle": read_exact_text_pickle,
+    "exact-ids-parquet": read_exact_ids_parquet,
 })
 
 
 def read_llm_dataset(kind: str, path: Path) -> LLMDataset:
-    """The reader for a kind (READERS' keys), so a spec such as mlperf:llama3.1-8b:FILE can name it."""
-    reader = READERS.get(kind)
-    if reader is None:
-        raise DatasetError(f"unknown LLM dataset kind {kind!r}; use one of {', '.join(READERS)}")
-    return reader(path)
+    """The file of an MLPerf set (benchmarks.DATASETS, as mlperf:SET:FILE names it) read by its
+    benchmark's reader, or a generic JSONL (kind `jsonl`)."""
+    if kind == "jsonl":
+        return read_jsonl(path)
+    record = for_dataset(kind)
+    if record is None or record.reader is None:
+        raise DatasetError(f"unknown LLM dataset kind {kind!r}; use one of {', '.join((*DATASETS, 'jsonl'))}")
+    return READERS[record.reader](path, record)

@@ -11,8 +11,9 @@
     trace:PATH[,format=F,time_scale=X,...]     a timestamped request trace (Mooncake, Azure,
                                                BurstGPT), replayed at its times (harness.data.traces)
     mlperf:SET:PATH                            MLPerf's processed LLM file, as shipped, with
-                                               its references (SET: llama3.1-8b, llama2-70b,
-                                               deepseek-r1, gpt-oss; harness.data.mlperf_llm)
+                                               its references (SET: a benchmark record's
+                                               dataset, harness.data.benchmarks.DATASETS;
+                                               harness.data.mlperf_llm)
 
 A value may hold commas inside parentheses (`isl=lognormal(1024,0.5)`). A PATH may hold
 commas too, so after a path only trailing KEY=VALUE items whose key its kind knows are
@@ -25,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from harness.data.benchmarks import DATASETS
 from harness.errors import DatasetError
 
 #: kinds whose first item is a path, with the parameters that may follow it
@@ -32,8 +34,8 @@ PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator",), "s
                                           "chat-sessions": (), "sharegpt-sessions": ("n", "seed"),
                                           "trace": ("format", "time_scale", "start_s", "end_s", "max_idle_s",
                                                     "block_size", "seed")}
-#: MLPerf's LLM sets (harness.data.mlperf_llm.READERS, less its generic jsonl)
-MLPERF_SETS = ("llama3.1-8b", "llama2-70b", "deepseek-r1", "gpt-oss")
+#: MLPerf's LLM sets: the benchmark records' datasets
+MLPERF_SETS = DATASETS
 #: kinds named by a word alone; anything else bare that looks like a path is one
 NAMED_KINDS = ("synthetic", "digits", "synthetic-sessions")
 

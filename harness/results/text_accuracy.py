@@ -6,8 +6,9 @@ ids decode with, with its sha256), so scoring never needs the dataset, the model
 server again, and `harness accuracy RUN_DIR` gives the figures the summary holds.
 
     AccuracyOnly / SubmissionRun   LoadGen's accuracy log: the logged int32 ids, first entry
-                                   per qsl_idx (the official scripts' rule; gpt-oss scores
-                                   every entry), decoded with the recorded tokenizer
+                                   per qsl_idx (the official scripts' rule; a scorer in
+                                   exact_match.SCORES_EVERY_ENTRY scores every entry),
+                                   decoded with the recorded tokenizer
     PerformanceOnly (any load)     every answer the run gave, from tokens.jsonl's texts:
                                    "accuracy under load"
 
@@ -74,12 +75,13 @@ def _answers_from_log(run_dir: Path, refs: dict[str, Any], n_rows: int) -> tuple
     """(qsl_idx, text, tokens, failed) per scored entry, and the tokenizer that decoded them."""
     from harness.results.scoring.accuracy_log import check_in_range, dedup_entries, parse_entries
     from harness.results.scoring.detokenize import load_decoder
+    from harness.results.scoring.exact_match import SCORES_EVERY_ENTRY
 
     source = f"{run_dir / folder.LOADGEN_ACCURACY}"
     entries = parse_entries(read_accuracy_log(run_dir), dtype="int32", source=source)
     check_in_range(entries, n_rows, source=source)
-    if not all(row.get("metric") == "gpt-oss" for row in refs["rows"]):
-        entries = dedup_entries(entries)  # gpt-oss's script scores every entry
+    if not all(row.get("metric") in SCORES_EVERY_ENTRY for row in refs["rows"]):
+        entries = dedup_entries(entries)
     tok = refs.get("tokenizer") or {}
     decoder = load_decoder(tok["path"], tok.get("sha256")) if tok.get("path") else None
     if decoder is None:
@@ -119,17 +121,18 @@ def _rouge(answers: list[tuple[int, str, int, bool]], rows: list[dict[str, Any]]
 
 
 def _exact(answers: list[tuple[int, str, int, bool]], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    from harness.results.scoring.exact_match import score_deepseek_r1, score_exact, score_gpt_oss
+    from harness.results.scoring.exact_match import MLPERF_SCORERS, score_exact
 
     outs = [a[1] for a in answers]
     refs = [rows[a[0]]["reference"] for a in answers]
     metrics = [rows[a[0]]["metric"] for a in answers]
     tokens = [a[2] for a in answers]
     families = set(metrics)
-    if families == {"deepseek-r1"}:
-        result = score_deepseek_r1(outs, refs, [rows[a[0]]["subset"] for a in answers], tokens)
-    elif families == {"gpt-oss"}:
-        result = score_gpt_oss(outs, refs, [rows[a[0]]["subset"] for a in answers], tokens)
+    # rows of one MLPerf benchmark: its script's scorer (the record's `scorer`), which reads
+    # each row's sub-dataset; anything else: the users' rules, row by row
+    mlperf = MLPERF_SCORERS.get(next(iter(families))) if len(families) == 1 else None
+    if mlperf is not None:
+        result = mlperf(outs, refs, [rows[a[0]]["subset"] for a in answers], tokens)
     else:
         result = score_exact(outs, refs, metrics)
     return {

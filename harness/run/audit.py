@@ -106,7 +106,7 @@ class AuditResult:
 
 def run_audit(test: str, config: RunConfig, output_root: Path, sampling_target: int = 64,
               eos_token_id: int | None = None, rounds: int = TEST04_ROUNDS) -> AuditResult:
-    """`eos_token_id`: TEST06's EOS id; None: the benchmark's tokenizer's (compliance.TEST06_EOS).
+    """`eos_token_id`: TEST06's EOS id; None: the benchmark's tokenizer's (its record's eos_token_id).
     `rounds`: TEST04's reference and audit runs, back to back, this many times (judge_rounds)."""
     if test not in TESTS:
         raise ConfigError(f"unknown audit {test!r}: use one of {', '.join(TESTS)}")

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.analysis.submission import SubmissionRefused, official_settings, write_submission
-from harness.analysis.submission_benchmarks import BENCHMARKS
+from harness.analysis.submission import SubmissionRefused, write_submission
 from harness.analysis.submission_rules import accuracy_problems, scenario_problems
-from harness.config.run_config import INTERACTIVE_BENCHMARKS, TOKEN_BENCHMARKS, RunConfig
+from harness.config.run_config import RunConfig
+from harness.data.benchmarks import BY_NAME
 from harness.report.figures import headline
 from harness.results.loadgen_log import read_detail
 from harness.run import runner
@@ -57,28 +57,6 @@ def _rules(paths: list[Path], tmp_path: Path, division: str = "open", system: di
     with pytest.raises(SubmissionRefused) as e:
         write_submission(paths, "Acme", division, desc, tmp_path / "out")
     return [line[4:] for line in str(e.value).splitlines() if line.startswith("  - ")]
-
-
-@pytest.mark.parallel
-def test_the_token_bounds_in_the_table_are_loadgens():
-    """The checker's LLM_LATENCY_LIMITS beside the bounds LoadGen's compiled-in mlperf.conf
-    gives `<model>.Server` and `<model>-interactive.Server`: one table, two sources."""
-    for name, bench in BENCHMARKS.items():
-        for scenario, limits in bench.token_limits.items():
-            official = official_settings(name, scenario)
-            assert official["use_token_latencies"], (name, scenario)
-            assert (official["ttft_latency_ns"], official["tpot_latency_ns"]) == (
-                limits.ttft_ms * 1e6, limits.tpot_ms * 1e6), (name, scenario)
-        if bench.is_llm:
-            assert official_settings(name, "Offline")["performance_sample_count"] == bench.performance_sample_count
-    # the config's LLM sets are mlperf.conf's: token latencies on, and -interactive entries
-    for name in TOKEN_BENCHMARKS:
-        assert official_settings(name, "Offline")["use_token_latencies"], name
-    assert not official_settings("resnet50", "Offline")["use_token_latencies"]
-    for name in INTERACTIVE_BENCHMARKS:
-        assert official_settings(name, "Interactive")["ttft_latency_ns"] < official_settings(name, "Server")["ttft_latency_ns"]
-    assert {n for n, b in BENCHMARKS.items() if b.is_llm} <= TOKEN_BENCHMARKS
-    assert {n for n, b in BENCHMARKS.items() if "Interactive" in b.token_limits} <= INTERACTIVE_BENCHMARKS
 
 
 def test_interactive_runs_as_loadgens_server_and_is_reported_as_interactive(runs):
@@ -227,13 +205,13 @@ def test_the_llm_layout_uses_the_checkers_names(runs, tmp_path):
 
 @pytest.mark.parallel
 def test_the_llm_table_reads_as_the_checkers():
-    bench = BENCHMARKS["llama3_1-8b"]
-    assert bench.is_llm and not BENCHMARKS["resnet50"].is_llm
+    bench = BY_NAME["llama3_1-8b"]
+    assert bench.is_llm and not BY_NAME["resnet50"].is_llm
     assert bench.metric["Interactive"] == bench.metric["Server"] == "result_completed_tokens_per_second"
     assert bench.metric["Offline"] == "result_tokens_per_second"
-    assert BENCHMARKS["llama3_1-8b-edge"].metric["SingleStream"] == "result_90.00_percentile_latency_ns"
-    assert BENCHMARKS["gpt-oss-120b"].accuracy_count == 4_395  # the checker's accuracy set, not the 6,396
-    assert BENCHMARKS["gpt-oss-120b"].compliance == ("TEST07", "TEST09")
+    assert BY_NAME["llama3_1-8b-edge"].metric["SingleStream"] == "result_90.00_percentile_latency_ns"
+    assert BY_NAME["gpt-oss-120b"].accuracy_count == 4_395  # the checker's accuracy set, not the 6,396
+    assert BY_NAME["gpt-oss-120b"].compliance == ("TEST07", "TEST09")
     assert dict(bench.accuracy_targets)["GEN_LEN"] == pytest.approx(7_350_879.6)
     assert dict(bench.accuracy_upper)["GEN_LEN"] == pytest.approx(8_984_408.4)
     # an explicit false stays false: the submission rules name it

@@ -9,15 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.data.mlperf_llm import (
-    READERS,
-    read_cnn_eval,
-    read_deepseek_r1,
-    read_gpt_oss,
-    read_jsonl,
-    read_llm_dataset,
-    read_open_orca,
-)
+from harness.data.benchmarks import RECORDS
+from harness.data.mlperf_llm import READERS, read_jsonl, read_llm_dataset
 from harness.errors import DatasetError
 
 
@@ -37,7 +30,7 @@ def write_jsonl(path: Path, rows: list[object]) -> Path:
 def test_cnn_eval_json_as_pandas_writes_it(tmp_path):
     path = tmp_path / "cnn_eval.json"
     cnn_frame().to_json(path)
-    dataset = read_cnn_eval(path)
+    dataset = read_llm_dataset("llama3.1-8b", path)
     assert dataset.kind == "llama3.1-8b" and len(dataset.rows) == 3
     assert dataset.rows[1].prompt == "Summarize: two"
     assert dataset.rows[1].input_ids == (4, 5)
@@ -49,7 +42,7 @@ def test_a_missing_column_names_the_file_and_the_column(tmp_path):
     path = tmp_path / "cnn_eval.json"
     cnn_frame().drop(columns=["output"]).to_json(path)
     with pytest.raises(DatasetError, match=r"cnn_eval.json: no column 'output' \(columns: input, tok_input\)"):
-        read_cnn_eval(path)
+        read_llm_dataset("llama3.1-8b", path)
 
 
 def test_a_wrong_type_names_the_file_the_row_and_the_column(tmp_path):
@@ -58,24 +51,24 @@ def test_a_wrong_type_names_the_file_the_row_and_the_column(tmp_path):
     path = tmp_path / "cnn_eval.json"
     frame.to_json(path)
     with pytest.raises(DatasetError, match=r"cnn_eval.json: row 2: column 'output' is empty, expected text"):
-        read_cnn_eval(path)
+        read_llm_dataset("llama3.1-8b", path)
     pd.DataFrame({"input": [17], "tok_input": [[1]], "output": ["x"]}).to_json(path)
     with pytest.raises(DatasetError, match=r"row 0: column 'input' is int, expected text"):
-        read_cnn_eval(path)
+        read_llm_dataset("llama3.1-8b", path)
     frame = cnn_frame()
     frame.at[1, "tok_input"] = ["a", "b"]
     frame.to_json(path)
     with pytest.raises(DatasetError, match=r"row 1: column 'tok_input' is not a non-empty list of token ids"):
-        read_cnn_eval(path)
+        read_llm_dataset("llama3.1-8b", path)
 
 
 def test_a_file_that_is_not_a_table_is_one_line(tmp_path):
     path = tmp_path / "cnn_eval.json"
     path.write_text("{not json")
     with pytest.raises(DatasetError, match=r"cnn_eval.json: cannot be read as a pandas table"):
-        read_cnn_eval(path)
+        read_llm_dataset("llama3.1-8b", path)
     with pytest.raises(DatasetError, match="does not exist"):
-        read_cnn_eval(tmp_path / "absent.json")
+        read_llm_dataset("llama3.1-8b", tmp_path / "absent.json")
 
 
 def test_open_orca_pickle_with_its_processed_columns(tmp_path):
@@ -86,13 +79,13 @@ def test_open_orca_pickle_with_its_processed_columns(tmp_path):
     })
     path = tmp_path / "open_orca.pkl"
     frame.to_pickle(path)
-    dataset = read_open_orca(path)
+    dataset = read_llm_dataset("llama2-70b", path)
     assert [r.input_ids for r in dataset.rows] == [(1, 2, 3), (1, 4)]
     assert dataset.references() == ["Answer one.", "Answer two."]
     # a filtered frame whose index was not reset: positions and labels would disagree
     frame.iloc[[1]].to_pickle(path)
     with pytest.raises(DatasetError, match="its index is not 0..0"):
-        read_open_orca(path)
+        read_llm_dataset("llama2-70b", path)
 
 
 def test_deepseek_r1_pickle(tmp_path):
@@ -102,16 +95,16 @@ def test_deepseek_r1_pickle(tmp_path):
     })
     path = tmp_path / "deepseek.pkl"
     frame.to_pickle(path)
-    dataset = read_deepseek_r1(path)
+    dataset = read_llm_dataset("deepseek-r1", path)
     assert [(r.prompt, r.reference, r.dataset, r.metric) for r in dataset.rows] == [
         ("What is 2+2?", "4", "aime", "deepseek-r1"), ("Pick one.", "B", "gpqa", "deepseek-r1")]
     assert dataset.rows[0].input_ids is None
     frame.rename(columns={"ground_truth": "gt_output"}).to_pickle(path)
-    assert read_deepseek_r1(path).references() == ["4", "B"]
+    assert read_llm_dataset("deepseek-r1", path).references() == ["4", "B"]
     frame.loc[1, "ground_truth"] = float("nan")
     frame.to_pickle(path)
     with pytest.raises(DatasetError, match=r"row 1: column 'ground_truth' has no reference answer"):
-        read_deepseek_r1(path)
+        read_llm_dataset("deepseek-r1", path)
 
 
 def test_gpt_oss_parquet_and_pickle(tmp_path):
@@ -121,15 +114,15 @@ def test_gpt_oss_parquet_and_pickle(tmp_path):
     })
     parquet = tmp_path / "acc_eval_inputs.parquet"
     frame.to_parquet(parquet)
-    dataset = read_gpt_oss(parquet)
+    dataset = read_llm_dataset("gpt-oss", parquet)
     assert [r.input_ids for r in dataset.rows] == [(200006, 17), (200006, 18, 19)]
     assert [r.dataset for r in dataset.rows] == ["aime25", "gpqa_diamond"]
     pickle = tmp_path / "acc_eval_inputs.pkl"
     frame.rename(columns={"input_tokens": "tok_input"}).to_pickle(pickle)
-    assert read_gpt_oss(pickle).references() == ["7", "C"]
+    assert read_llm_dataset("gpt-oss", pickle).references() == ["7", "C"]
     frame.drop(columns=["dataset"]).to_parquet(parquet)
     with pytest.raises(DatasetError, match=r"acc_eval_inputs.parquet: no column 'dataset'"):
-        read_gpt_oss(parquet)
+        read_llm_dataset("gpt-oss", parquet)
 
 
 def test_jsonl_rows_with_prompt_or_messages_answer_and_metric(tmp_path):
@@ -175,7 +168,8 @@ def test_empty_files_and_unknown_kinds(tmp_path):
     path = tmp_path / "cnn_eval.json"
     cnn_frame().iloc[0:0].to_json(path)
     with pytest.raises(DatasetError, match="has no rows"):
-        read_cnn_eval(path)
+        read_llm_dataset("llama3.1-8b", path)
     with pytest.raises(DatasetError, match="unknown LLM dataset kind 'mixtral'; use one of llama3.1-8b"):
         read_llm_dataset("mixtral", path)
-    assert set(READERS) == {"llama3.1-8b", "llama2-70b", "deepseek-r1", "gpt-oss", "jsonl"}
+    # every benchmark with a dataset names a reader that exists, and every reader serves one
+    assert {b.reader for b in RECORDS if b.dataset} == set(READERS)

@@ -19,7 +19,7 @@ from nltk.tokenize import punkt as nltk_punkt
 from rouge_score import rouge_scorer, tokenize as rs_tokenize
 from rouge_score.tokenizers import DefaultTokenizer
 
-from harness.data.mlperf_llm import ROW_METRICS, check_metric, read_cnn_eval
+from harness.data.mlperf_llm import ROW_METRICS, check_metric, read_llm_dataset
 from harness.errors import ConfigError, DatasetError, ResultsError
 from harness.results.scoring import (
     ROUGE_TYPES,
@@ -272,7 +272,7 @@ def test_rouge_equals_mlcommons_evaluation_on_an_accuracy_log(tmp_path, smollm2_
     dataset_file, log_file = write_run(tmp_path, smollm2_tokenizer)
     truth = mlcommons_evaluation(dataset_file, log_file, smollm2_tokenizer, nltk_381)
 
-    dataset = read_cnn_eval(dataset_file)
+    dataset = read_llm_dataset("llama3.1-8b", dataset_file)
     entries = dedup_entries(parse_entries(json.loads(log_file.read_text())))
     check_in_range(entries, len(dataset.rows))
     assert [e.qsl_idx for e in entries] == [3, 0, 4, 1, 2]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
@@ -34,6 +34,9 @@ from harness.errors import ConfigError
 
 Family = Literal["deepseek-r1", "gpt-oss"]
 
+#: scorers whose script scores every accuracy-log entry, repeats included (the others keep
+#: the first entry of each qsl_idx): gpt-oss-120b's eval_mlperf_accuracy.py
+SCORES_EVERY_ENTRY = frozenset({"gpt-oss"})
 #: gpt-oss-120b's eval_mlperf_accuracy.py DATASET_REPEATS (others count once)
 GPT_OSS_REPEATS = MappingProxyType({"aime25": 8, "gpqa_diamond": 5, "livecodebench_v6": 3})
 
@@ -301,6 +304,13 @@ def score_gpt_oss(outputs: Sequence[Any], references: Sequence[Any], datasets: S
         tokens = float(sum(token_counts) / len(token_counts))
     return ExactMatchResult(exact_match=float(score / best * 100), num_samples=len(verdicts),
                             correct=sum(verdicts), tokens_per_sample=tokens, per_sample=verdicts)
+
+
+#: the MLPerf exact-match scorers by the name a benchmark record's `scorer` (and its rows'
+#: metric) gives them (harness.data.benchmarks.Scorer)
+MLPERF_SCORERS: Mapping[str, Callable[..., ExactMatchResult]] = MappingProxyType({
+    "deepseek-r1": score_deepseek_r1, "gpt-oss": score_gpt_oss,
+})
 
 
 # -- users' own data ----------------------------------------------------------------------
