@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from harness.results.records import read_records
-from tests.support.http_servers import ServerThread, Timing, openai_app, server_side
+from tests.support.http_servers import ServerThread, Timing, after_headers, openai_app, server_itl, server_side
 
 TOKEN_RUN = dict(use_token_latencies=True, ttft_latency_ms=5000, tpot_latency_ms=1000)
 
@@ -29,7 +29,8 @@ def _close(value: float, truth: float, rel: float) -> bool:
 def test_single_stream_matches_injected_timing(run_harness):
     t = Timing(queue_ms=20, ttft_ms=100, tpot_ms=10, tokens=30)
     arrivals: list[tuple[int, list[int]]] = []
-    with ServerThread(openai_app(t, arrivals=arrivals)) as srv:
+    headers: dict[int, int] = {}
+    with ServerThread(openai_app(t, arrivals=arrivals, headers=headers)) as srv:
         run_dir, s = run_harness(
             backend="http",
             scenario="SingleStream",
@@ -53,17 +54,27 @@ def test_single_stream_matches_injected_timing(run_harness):
     assert _close(tok["tpot_ms"]["p50"], server["tpot"], 0.02), server
     assert _close(tok["e2e_ms"]["p50"], server["e2e"], 0.03), server
     # The server wakes for each token on asyncio's whole-millisecond epoll timeouts, so one
-    # gap can be ~1 ms off while its absolute deadlines keep the mean exact (a bare aiohttp
-    # client measured gap p50 10.45 ms, mean 10.00-10.02 ms on this machine).
-    assert _close(tok["itl_ms"]["mean"], t.tpot_ms, 0.02)
-    assert abs(tok["itl_ms"]["p50"] - t.tpot_ms) <= 1.0
+    # gap can be ~1 ms off the injected 10 ms (a bare aiohttp client measured gap p50
+    # 10.45 ms), and later still on a busy machine: the truth is its own write stamps, spread
+    # per token as the harness spreads what it read. The harness may add its reading of a
+    # chunk, which a gap's two ends share: 2 % on the mean, 5 % (0.5 ms) at the median. A
+    # client whose gaps came out a ms long a token is 10 % off.
+    itl = server_itl(arrivals, s["harness"]["samples"], t.tokens)
+    assert _close(tok["itl_ms"]["mean"], itl["mean"], 0.02), (tok["itl_ms"], itl)
+    assert _close(tok["itl_ms"]["p50"], itl["p50"], 0.05), (tok["itl_ms"], itl)
     assert tok["output_tokens_per_request_mean"] == t.tokens
-    # response headers came after the injected queue delay and before the first token
+    # response headers came after the injected queue delay (the server sleeps it first: a
+    # lower bound no machine can beat) and before the first token
     rec = read_records(run_dir).columns
     first_byte_ms = (rec["first_byte_ns"] - rec["issue_ns"]) / 1e6
-    assert all(t.queue_ms * 0.98 <= v < ttft for v in first_byte_ms)
-    after_headers = np.median(rec["first_token_ns"] - rec["first_byte_ns"]) / 1e6
-    assert _close(after_headers, t.ttft_ms, 0.02)
+    assert all(first_byte_ms >= t.queue_ms * 0.98) and all(rec["first_byte_ns"] < rec["first_token_ns"])
+    # headers to first token, against the server's own (its first write after its headers'):
+    # a server late to send its headers leaves less than the injected 100 ms, late to its
+    # first token more. 2 % (2 ms) for the client's reading of both; a first token stamped at
+    # the headers, or at the second token, is 100 % or 10 % off
+    server_after = after_headers(arrivals, headers, s["harness"]["samples"])
+    client_after = np.median(rec["first_token_ns"] - rec["first_byte_ns"]) / 1e6
+    assert _close(client_after, server_after, 0.02), (client_after, server_after)
     # LoadGen's own TTFT/TPOT agree with ours
     for k in ("ttft_p50", "tpot_p50"):
         assert _close(tok["agreement"][k], 1.0, 0.02), (k, tok["agreement"])
@@ -105,17 +116,22 @@ def test_32_streams_match_injected_timing(run_harness, distribute):
     measured = f"server {server}, first write {truth_after_dispatch:.3f} ms after dispatch, tokens {tok['ttft_ms']}"
     assert t.ttft_ms <= tok["ttft_ms"]["p50"] and t.ttft_ms <= after_dispatch, measured
     assert _close(after_dispatch, truth_after_dispatch, 0.05), measured
-    assert _close(server["tpot"], t.tpot_ms, 0.10), measured
+    # (the server's own pace is the machine's: no bound on it, only the client's against it)
     assert _close(tok["tpot_ms"]["p50"], server["tpot"], 0.03), measured
     e2e_truth = float(np.median(np.sort([w[-1] for _, w in timed]) - np.sort(rec["dispatch_ns"]))) / 1e6
     assert e2e <= tok["e2e_ms"]["p50"] and _close(tok["e2e_ms"]["p50"], e2e_truth, 0.03), measured
-    # all 32 went out at once: the client queued none of them for long
-    assert s["harness"]["queue_ms"]["p99"] < 10
+    # all 32 went out at once: the client held none back for a slot. A request held back
+    # waits for another to complete, at least the server's own shortest request (arrival to
+    # last write, ~390 ms); going out at once takes the harness a loop turn a request (and
+    # with shards the hop to one), ms on a busy machine: no allowance is needed between them
+    shortest = min(w[-1] - a for a, w in timed) / 1e6
+    assert s["harness"]["queue_ms"]["max"] < shortest, (s["harness"]["queue_ms"], shortest)
     assert _close(tok["agreement"]["output_tokens_per_s"], 1.0, 0.02)
 
 
-def _multi_chunk_run(run_harness, timing: Timing, **opts: Any) -> tuple[Any, dict[str, Any]]:
-    with ServerThread(openai_app(timing)) as srv:
+def _multi_chunk_run(run_harness, timing: Timing, arrivals: list | None = None, headers: dict | None = None,
+                     **opts: Any) -> tuple[Any, dict[str, Any]]:
+    with ServerThread(openai_app(timing, arrivals=arrivals, headers=headers)) as srv:
         return run_harness(
             backend="http",
             scenario="Offline",
@@ -131,22 +147,27 @@ def _multi_chunk_run(run_harness, timing: Timing, **opts: Any) -> tuple[Any, dic
 def test_multi_token_chunks_spread_their_gap_per_token(run_harness):
     # 4 tokens per SSE event, 10 ms per token: events 40 ms apart, usage says 24 tokens
     t = Timing(ttft_ms=50, tpot_ms=10, tokens=24, tokens_per_chunk=4)
-    run_dir, s = _multi_chunk_run(run_harness, t)
+    arrivals: list[tuple[int, list[int]]] = []
+    headers: dict[int, int] = {}
+    run_dir, s = _multi_chunk_run(run_harness, t, arrivals, headers)
     tok = s["tokens"]
     assert tok["token_count_source"] == {"usage": 8}
     assert tok["output_tokens"] == 8 * 24
-    # per token, not per chunk: a 40 ms gap over 4 tokens is 10 ms each
-    assert _close(tok["itl_ms"]["p50"], 10.0, 0.05)
+    # per token, not per chunk: a 40 ms gap over 4 tokens is 10 ms each. Against the server's
+    # own write gaps spread the same way (its 8 streams wake on whole-ms timeouts, later on a
+    # busy machine); 5 % for the client's reading of a chunk. Gaps per chunk would be 4 x.
+    itl = server_itl(arrivals, 8, t.tokens, t.tokens_per_chunk)
+    assert _close(tok["itl_ms"]["p50"], itl["p50"], 0.05), (tok["itl_ms"], itl)
     assert _close(tok["itl_ms"]["mean"], tok["tpot_ms"]["mean"], 0.02)
-    # the first token arrives with its chunk, when the chunk's last token is due; timed
-    # from the response headers, so the test server's CPU share does not blur it
+    # the first token arrives with its chunk, when the chunk's last token is due (80 ms after
+    # arrival): timed from the response headers against the server's own headers-to-first-
+    # write. 5 % (4 ms) for the client's reading of both among 8 streams; a first token
+    # stamped at the headers is 100 % off, one taken from the second chunk 50 %
     rec = read_records(run_dir).columns
-    after_headers = np.median(rec["first_token_ns"] - rec["first_byte_ns"]) / 1e6
-    # due 80 ms after the request arrived, a little less after the headers left; the
-    # server's 8 concurrent streams wake on whole-ms timeouts, so a late wake-up shows
-    due = t.ttft_ms + 3 * t.tpot_ms
-    assert due * 0.97 <= after_headers < due * 1.15
-    assert tok["ttft_ms"]["p50"] >= t.ttft_ms + 3 * t.tpot_ms
+    server_after = after_headers(arrivals, headers, 8)
+    client_after = np.median(rec["first_token_ns"] - rec["first_byte_ns"]) / 1e6
+    assert _close(client_after, server_after, 0.05), (client_after, server_after)
+    assert tok["ttft_ms"]["p50"] >= t.ttft_ms + 3 * t.tpot_ms  # the server is never early
     # the client counted chunks (6 per request); the server counted tokens (24)
     assert tok["client_count_method"] == "chunks"
     m = tok["mismatch"]
@@ -159,12 +180,16 @@ def test_multi_token_chunks_spread_their_gap_per_token(run_harness):
 
 def test_local_tokenizer_counts_when_the_server_sends_no_usage(run_harness):
     t = Timing(ttft_ms=20, tpot_ms=5, tokens=24, tokens_per_chunk=4, usage=False)
-    _, s = _multi_chunk_run(run_harness, t, tokenizer="whitespace")
+    arrivals: list[tuple[int, list[int]]] = []
+    _, s = _multi_chunk_run(run_harness, t, arrivals, tokenizer="whitespace")
     tok = s["tokens"]
     assert tok["token_count_source"] == {"tokenizer": 8}
     assert tok["output_tokens"] == 8 * 24
     assert tok["mismatch"]["requests_compared"] == 0
-    assert _close(tok["itl_ms"]["p50"], 5.0, 0.1)
+    # the tokenizer's 4 tokens a chunk spread each gap as the server's count would: against
+    # the server's own write gaps, 10 % (0.5 ms) for the client's reading of a chunk
+    itl = server_itl(arrivals, 8, t.tokens, t.tokens_per_chunk)
+    assert _close(tok["itl_ms"]["p50"], itl["p50"], 0.1), (tok["itl_ms"], itl)
 
 
 def test_usage_and_tokenizer_disagreeing_is_reported(run_harness):

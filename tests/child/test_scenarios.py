@@ -10,6 +10,8 @@ import pytest
 from harness.config.host import usable_cores
 from harness.config.run_config import RunConfig
 from harness.results.records import read_records
+from tests.support.loadgen_gap import split_of
+from tests.support.sleep_probe import SleepProbe
 
 SYN = "synthetic"
 
@@ -34,30 +36,36 @@ def _agree_latency(summary: dict, k: str, rel: float, abs_ms: float, section: st
 
 @pytest.mark.parametrize("inline", [None, False], ids=["inline-by-default", "worker-thread"])
 def test_single_stream_fixed_service_time_is_reported_exactly(run_harness, inline):
-    run_dir, s = run_harness(
-        backend=SYN,
-        scenario="SingleStream",
-        backend_options={"service_time_ms": 2.0},
-        min_duration_s=1.0,
-        single_stream_expected_latency_ms=2.0,
-        min_query_count=200,
-        issue_inline=inline,
-    )
+    with SleepProbe() as probe:
+        run_dir, s = run_harness(
+            backend=SYN,
+            scenario="SingleStream",
+            backend_options={"service_time_ms": 2.0},
+            min_duration_s=1.0,
+            single_stream_expected_latency_ms=2.0,
+            min_query_count=200,
+            issue_inline=inline,
+            enable_trace=True,
+        )
     assert s["status"] == "complete"
     assert s["sut"]["issue_inline"] is (inline is None)  # SingleStream serves on LoadGen's thread
     assert s["validity"]["result"] == "VALID", s["validity"]
     ours, lg = s["harness"], s["loadgen"]
     assert ours["samples"] == lg["query_count"] >= 200
     assert ours["failed"] == 0 and ours["success_rate"] == 1.0
-    # Ground truth: 2 ms of service. A busy machine can only make it later, never earlier.
-    assert 2.0 <= ours["service_ms"]["p50"] <= 2.0 * 1.05, ours["service_ms"]
-    assert 2.0 <= ours["latency_ms"]["p50"] <= 2.0 * 1.08, ours["latency_ms"]
-    # LoadGen's p50 adds its own hand-over to ours, measured as the mean gap (issue_delay_ms):
-    # a fixed 3 % (0.06 ms) failed on an AVX2-only CPU of this class, whose Python runs at a
-    # third of the speed, at harness/LoadGen 0.966. The gap must stay a hand-over's size: a
-    # harness that held LoadGen's thread would show milliseconds.
+    # Ground truth: 2 ms of service. A busy machine can only make it later, never earlier,
+    # by waking the backend's sleep late: what a thread sleeping beside the run saw over the
+    # same seconds (its p50) is allowed, on top of the harness's own share (5 % of service:
+    # the dataset's batch and the stamps; 8 % of latency: the hand-off too).
+    woke = probe.lateness_ms()
+    assert 2.0 <= ours["service_ms"]["p50"] <= 2.0 * 1.05 + woke["p50"], (ours["service_ms"], woke)
+    assert 2.0 <= ours["latency_ms"]["p50"] <= 2.0 * 1.08 + woke["p50"], (ours["latency_ms"], woke)
+    # LoadGen's latency is ours plus its own issue lateness (its thread waking late: the
+    # machine's, reported) plus the hand-over (its stamp to our callback, our end to its
+    # stamp: the harness's). A harness that held LoadGen's thread would show milliseconds.
+    late, hand, measured = split_of(s)
+    assert 0 <= hand["p50"] < 0.2, measured  # ms: the harness's own share, for the median query
     _agree_latency(s, "p50", 0.03, 0.0)
-    assert 0 <= s["agreement"]["issue_delay_ms"] < 1.0, s["agreement"]
     _agree_latency(s, "p90", 0.03, 0.25)
     _agree_latency(s, "p99", 0.03, 0.5)
     _agree(s, "throughput", 0.02)
@@ -74,6 +82,7 @@ def test_server_is_valid_and_agrees_with_loadgen(run_harness):
         target_latency_ms=50,
         min_duration_s=2.0,
         min_query_count=500,
+        enable_trace=True,
     )
     assert s["validity"]["result"] == "VALID", s["validity"]
     ours, lg = s["harness"], s["loadgen"]
@@ -84,10 +93,14 @@ def test_server_is_valid_and_agrees_with_loadgen(run_harness):
     # At the tail, LoadGen's issue thread waiting for a CPU or the GIL widens the gap on a
     # busy machine; the harness's p99 must still never exceed LoadGen's.
     assert s["harness"]["latency_ms"]["p99"] <= s["loadgen"]["latency_ms"]["p99"] * 1.01
-    # Two workers whose synthetic calls spin their last 0.3 ms holding the GIL keep LoadGen's
-    # issue thread waiting for it: 0.2-0.6 ms on average on this VM (it was below 0.5 when
-    # the bound was set). A harness that stalled LoadGen's thread would show milliseconds.
-    assert 0 <= s["agreement"]["issue_delay_ms"] < 1.0
+    # LoadGen's gap, split from its trace: its issue thread running late is the machine's
+    # (reported); the hand-over is the harness's. Two workers whose synthetic calls spin
+    # their last 0.3 ms holding the GIL (backends/synthetic.py) can keep LoadGen's thread
+    # from entering our callback for one such spin: the median sample's hand-over is allowed
+    # that 0.3 ms plus the 0.2 ms the other tests allow. A harness that stalled LoadGen's
+    # thread would show milliseconds.
+    late, hand, measured = split_of(s)
+    assert 0 <= hand["p50"] < 0.2 + 0.3, measured
     assert s["loadgen"]["effective_settings"]["target_qps"] == 400
 
 
@@ -105,9 +118,15 @@ def test_offline_batches_and_agrees_with_loadgen(run_harness):
     ours = s["harness"]
     assert ours["samples"] == 11_000  # LoadGen issues 1.1 x expected_qps x min_duration
     assert ours["mean_batch_size"] > 31
-    assert 8_000 < s["loadgen"]["throughput_per_s"] < 10_100
-    _agree(s, "throughput", 0.03)
     rec = read_records(run_dir).columns
+    # No faster than the sleeps allow (0.1 ms a sample); no slower than the backend's calls
+    # took as measured (a busy machine stretches a sleep: the machine's) plus the harness's
+    # own time between calls and the query's hand-over, at most 10 % of it.
+    _, first = np.unique(np.asarray(rec["batch_id"]), return_index=True)
+    called_s = float((np.asarray(rec["complete_ns"])[first] - np.asarray(rec["dispatch_ns"])[first]).sum()) / 1e9
+    calls_allow = ours["samples"] / called_s
+    assert 0.9 * calls_allow <= s["loadgen"]["throughput_per_s"] < 10_100, (s["loadgen"]["throughput_per_s"], calls_allow)
+    _agree(s, "throughput", 0.03)
     assert len(np.unique(rec["query_id"])) == 11_000
 
 
@@ -138,14 +157,7 @@ def test_multistream_query_latency_agrees(run_harness, max_batch, inline):
     # out the GIL's 5 ms switch interval): a fixed tolerance on p99 cannot hold. What holds
     # for every query holds for each percentile: LoadGen's lies above ours by no less than
     # the least gap and no more than the largest.
-    split = s["agreement"]["latency_split"]
-    late, hand = split["loadgen_issue_lateness"], split["handover"]
-    lg = s["loadgen"]["latency_ms"]
-    measured = f"LoadGen {lg}, ours {ours['query_latency_ms']}; lateness {late}; hand-over {hand}"
-    assert s["agreement"]["issue_delay_ms"] == pytest.approx(late["mean"] + hand["mean"], abs=1e-3), measured
-    for k in ("p50", "p90", "p99", "max"):
-        gap = lg[k] - ours["query_latency_ms"][k]
-        assert late["min"] + hand["min"] - 1e-3 <= gap <= late["max"] + hand["max"] + 1e-3, (k, measured)
+    late, hand, measured = split_of(s, section="query_latency_ms")
     assert 0 <= hand["p50"] < 0.25, measured  # ms: the harness's own share, for the median query
 
 

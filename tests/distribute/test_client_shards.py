@@ -149,7 +149,8 @@ def test_server_scenario_through_shards_agrees_with_loadgen(run_harness, tmp_pat
     measured = f"server's own TTFT p50 {server_ttft:.3f} ms, harness queue p50 {queue:.3f} ms, tokens {tok['ttft_ms']}"
     assert _close(tok["ttft_from_dispatch_ms"]["p50"], server_ttft, 0.05), measured
     assert _close(tok["ttft_ms"]["p50"], server_ttft + queue, 0.05), measured
-    assert _close(tok["tpot_ms"]["p50"], t.tpot_ms, 0.02), measured
+    # TPOT against the server's own write stamps too: 2 % for the client's reading of a chunk
+    assert _close(tok["tpot_ms"]["p50"], server_side(arrivals, len(c["issue_ns"]))["tpot"], 0.02), measured
     for k in ("ttft_p50", "tpot_p50"):
         assert _close(tok["agreement"][k], 1.0, 0.02), (k, tok["agreement"])
     hops = json.loads((run_dir / "child.json").read_text())["shard_hops_us"]
@@ -170,7 +171,8 @@ def test_a_shard_whose_clock_is_off_is_measured_and_corrected(run_harness, monke
     skew = 3_000_000_000
     monkeypatch.setenv("HARNESS_TEST_SHARD_CLOCK_SKEW", f"1:{skew}")
     t = Timing(ttft_ms=50, tpot_ms=5, tokens=10)
-    with ServerThread(openai_app(t)) as srv:
+    arrivals: list[tuple[int, list[int]]] = []
+    with ServerThread(openai_app(t, arrivals=arrivals)) as srv:
         run_dir, s = run_harness(
             backend="http", scenario="Offline", dataset="synthetic:isl=8,osl=10,n=16",
             backend_options=_opts(srv, max_in_flight=16, warmup_requests=16), min_duration_s=0.1,
@@ -185,11 +187,34 @@ def test_a_shard_whose_clock_is_off_is_measured_and_corrected(run_harness, monke
     assert abs(c["drift_ns"]) < 1_000_000
     rec = read_records(run_dir).columns
     worker = np.asarray(rec["worker"])
-    queue_ms = (np.asarray(rec["dispatch_ns"]) - np.asarray(rec["issue_ns"])) / 1e6
+    dispatch = np.asarray(rec["dispatch_ns"])
+    queue_ms = (dispatch - np.asarray(rec["issue_ns"])) / 1e6
     ttft_ms = (np.asarray(rec["first_token_ns"]) - np.asarray(rec["issue_ns"])) / 1e6
-    assert (queue_ms >= 0).all() and (queue_ms < 50).all()  # uncorrected, shard 1's would be 3,000 ms
+    # Each request was dispatched before the server's handler began (its log, the driver's
+    # clock): so the k-th earliest dispatch came no later than the k-th earliest arrival, up
+    # to the stated uncertainty of the offset applied. Uncorrected, shard 1's 8 would be
+    # 3,000 ms after every arrival; corrected the wrong way, its queue negative.
+    timed = sorted(arrivals)[len(arrivals) - len(dispatch):]  # the warm-up's came first
+    arrived = np.array([a for a, _ in timed])
+    slack = c["start"]["uncertainty_ns"] + abs(c["drift_ns"])
+    assert (queue_ms >= -slack / 1e6).all(), queue_ms
+    assert (np.sort(dispatch) <= arrived + slack).all(), ((np.sort(dispatch) - arrived) / 1e6, slack)
+    # TTFT from issue (the driver's stamp to the shard's, corrected). The truth is the server's
+    # first writes after the issue, in order: a burst of 16 reaches its one thread ms apart
+    # (as in tests/backends/test_http_truth.py's 32 streams), so its own TTFT from arrival
+    # would miss that wait. All of them: within 5 % of it (the loopback and the client's
+    # reading). Each shard: at least the injected (the server is never early) and no later
+    # than the server's last first write plus 5 %; a shard's error of 3 s, or a part of it
+    # over the burst's spread, fails.
+    issue = np.asarray(rec["issue_ns"])
+    first_write = np.sort([w[0] for _, w in timed])
+    truth = float(np.median(first_write - np.sort(issue))) / 1e6
+    latest = float(first_write.max() - issue.min()) / 1e6
+    measured = f"TTFT from issue p50 {float(np.median(ttft_ms)):.3f} ms; server's first writes p50 {truth:.3f}, last {latest:.3f} ms"
+    assert _close(float(np.median(ttft_ms)), truth, 0.05), measured
     for w in (0, 1):
-        assert t.ttft_ms <= float(np.median(ttft_ms[worker == w])) < t.ttft_ms * 1.3
+        median = float(np.median(ttft_ms[worker == w]))
+        assert t.ttft_ms <= median <= latest * 1.05, (w, median, measured)
     assert s["client_shards"]["shards"][1]["clock"]["applied_us"] == pytest.approx(skew / 1e3, abs=1000)
 
 
@@ -383,10 +408,18 @@ def test_two_ray_shards_match_injected_timing_and_say_where_they_ran(run_harness
         )
     tok = s["tokens"]
     assert s["harness"]["success_rate"] == 1.0 and s["harness"]["samples"] == 16
-    # From dispatch, the server's part, as for one loop. From issue it adds the way to the
-    # actor: ~1 ms alone, tens of ms while the previous test's Ray still winds down on
-    # 2 cores; it is the queue time, measured and kept, not hidden.
-    assert t.ttft_ms <= tok["ttft_from_dispatch_ms"]["p50"] < t.ttft_ms * 1.3
+    # From dispatch, the server's part, as for one loop (tests/backends/test_http_truth.py's
+    # 32 streams): a burst's requests reach the server's one thread ms apart, so the truth is
+    # its first writes after the dispatches, in order, on one clock; 5 % for the loopback and
+    # the client's reading. From issue it adds the way to the actor: ~1 ms alone, tens of ms
+    # while the previous test's Ray still winds down on 2 cores; it is the queue time,
+    # measured and kept, not hidden.
+    rec = read_records(run_dir).columns
+    first_write = np.sort([w[0] for _, w in sorted(arrivals)[16:]])  # the warm-up's 16 came first
+    truth_after_dispatch = float(np.median(first_write - np.sort(rec["dispatch_ns"]))) / 1e6
+    measured = f"server's first write {truth_after_dispatch:.3f} ms after dispatch, tokens {tok['ttft_from_dispatch_ms']}"
+    assert t.ttft_ms <= tok["ttft_from_dispatch_ms"]["p50"], measured
+    assert _close(tok["ttft_from_dispatch_ms"]["p50"], truth_after_dispatch, 0.05), measured
     assert tok["ttft_ms"]["p50"] == pytest.approx(tok["ttft_from_dispatch_ms"]["p50"] + s["harness"]["queue_ms"]["p50"],
                                                   rel=0.1)
     # TPOT against what the server really did, its own write stamps (as test_http_truth's
@@ -394,14 +427,13 @@ def test_two_ray_shards_match_injected_timing_and_say_where_they_ran(run_harness
     # for 10 seen on an AVX2-only CPU of this class), and the client is right to see that.
     server_tpot = server_side(arrivals, 16)["tpot"]  # the warm-up's 16 came first
     measured = f"server's own TPOT p50 {server_tpot:.3f} ms, tokens {tok['tpot_ms']}"
-    assert _close(server_tpot, t.tpot_ms, 0.10), measured
     assert _close(tok["tpot_ms"]["p50"], server_tpot, 0.03), measured
     assert _close(tok["agreement"]["output_tokens_per_s"], 1.0, 0.02)
     cluster = _cluster(run_dir)
     assert cluster["transport"] == "ray" and cluster["ray_version"]
     assert {n["address"] for n in cluster["nodes"]} == {"127.0.0.2"}  # loopback only
     assert all(sh["address"] == "127.0.0.2" and sh["clock"]["same_clock"] for sh in cluster["shards"])
-    assert sorted(np.bincount(np.asarray(read_records(run_dir).columns["worker"])).tolist()) == [8, 8]
+    assert sorted(np.bincount(np.asarray(rec["worker"])).tolist()) == [8, 8]
 
 
 # --- rerun on an equivalent cluster ----------------------------------------------------------

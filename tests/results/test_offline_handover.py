@@ -9,11 +9,16 @@ the time from the QSL's load (LoadGen starts its clock after it) to the callback
 
 from __future__ import annotations
 
+import pytest
+
 from harness.config.run_config import RunConfig
 from harness.report.figures import headline
 from harness.results import folder
 from harness.results.records import read_records
 from harness.run import runner
+
+# stamps of one run against each other and an identity: no speed of the machine changes the verdict
+pytestmark = pytest.mark.parallel
 
 
 def test_the_offline_query_hand_over_is_measured_and_said(tmp_path):

@@ -32,6 +32,7 @@ from harness.report.sweep_figures import points_table, timing_notes
 from harness.results import metrics
 from harness.results.records import read_records
 from harness.results.schedule import BACKLOG
+from harness.results.stats import NS_PER_MS, distribution
 from harness.run import runner
 from harness.run.sweep import Axis, SweepSpec, new_sweep, run_sweep
 from tests.support.http_servers import ServerThread, Timing, openai_app, server_side
@@ -49,31 +50,59 @@ def in_flight(run_dir: Path) -> np.ndarray:
 def server():
     # decode slows by 2 ms a token per open request: TPOT = 4 + 2 N in a closed loop of N
     timing = Timing(ttft_ms=10, tpot_ms=4, tpot_ms_per_in_flight=2, tokens=6)
-    with ServerThread(openai_app(timing)) as srv:
-        yield srv, timing
+    arrivals: list[tuple[int, list[int]]] = []
+    with ServerThread(openai_app(timing, arrivals=arrivals)) as srv:
+        yield srv, timing, arrivals
+
+
+def served_by_the_server(arrivals: list[tuple[int, list[int]]], run_dir: Path) -> dict[str, float]:
+    """What the server's own log says of one run's requests (those that arrived between its
+    first dispatch and its last completion: not the warm-up's, not another run's): how many
+    it had open as each arrived (itself included: its handler ends right after its last
+    write, which it reaches without yielding to another), and its own TPOT and E2E (arrival
+    to last write), p50 in ms by LoadGen's percentile rule, as the harness's figures."""
+    cols = read_records(run_dir).columns
+    start, end = int(cols["dispatch_ns"].min()), int(cols["complete_ns"].max())
+    log = sorted(arrivals)
+    mine = [(a, w) for a, w in log if start <= a <= end]
+    assert len(mine) == len(cols["dispatch_ns"]), (len(mine), len(cols["dispatch_ns"]))
+    open_at = [sum(1 for b, v in log if b <= a <= v[-1]) for a, _ in mine]
+    return {"open_p50": float(np.median(open_at)),
+            "tpot": distribution(np.array([(w[-1] - w[0]) / (len(w) - 1) for _, w in mine]), unit=NS_PER_MS)["p50"],
+            "e2e": distribution(np.array([w[-1] - a for a, w in mine]), unit=NS_PER_MS)["p50"]}
 
 
 def test_a_concurrency_sweep_keeps_n_in_flight_and_recovers_the_servers_law(tmp_path: Path, server):
-    srv, timing = server
+    srv, timing, arrivals = server
     base = RunConfig(backend="http", scenario="Offline", dataset="synthetic:isl=16,osl=6,n=24",
                      backend_options={"protocol": "openai-chat", "url": srv.url + "/v1"},
                      min_duration_s=0, min_query_count=24)
     spec = SweepSpec("sweep", base, [Axis("concurrency", ("1", "2", "4"))])
     sweep_dir = new_sweep(spec, tmp_path)
     data = run_sweep(spec, sweep_dir)
+    server_tpots = []
     for p in data["points"]:
         n = int(p["values"]["concurrency"])
         assert p["status"] == "complete" and p["concurrency"] == n and p["latency_from"] == "dispatch"
         depth = in_flight(sweep_dir / p["run"])
         assert depth.max() == n  # never more than N open ...
         assert np.median(depth) == n  # ... and N open for most of the test: a closed loop
-        # TPOT follows the server's law at N; latency counts from dispatch (the server's
-        # time: TTFT + 5 gaps), not from LoadGen's single Offline issue
+        # ... as the server counted them too: so it decoded at its law's TPOT for N
+        served = served_by_the_server(arrivals, sweep_dir / p["run"])
+        assert served["open_p50"] == n, (n, served)
+        server_tpots.append(served["tpot"])
+        # TPOT against the server's own (its write stamps: its one thread wakes late on a busy
+        # machine, and the client is right to see that): 3 % for the client's reading of a
+        # chunk (as tests/backends/test_http_truth.py's 32 streams); a law off by one request
+        # in flight is 2 ms, 17-33 %
         tpot = p["metrics"]["tpot_p50"]
-        law = timing.tpot_ms + timing.tpot_ms_per_in_flight * n
-        assert abs(tpot - law) <= 0.1 * law, (n, tpot, law)
-        server_ms = timing.ttft_ms + 5 * law
-        assert server_ms * 0.95 <= p["metrics"]["latency_p50"] <= server_ms * 1.3, (n, p["metrics"])
+        assert abs(tpot - served["tpot"]) <= 0.03 * served["tpot"], (n, tpot, served)
+        # Latency counts from dispatch, not from LoadGen's single Offline issue: no less than
+        # the server's own E2E (each request left before the server's handler began and was
+        # complete after its last write) and no more than it plus the hops both ways and the
+        # closing event, 1 ms plus 5 % (0.4-0.5 and 0.1-0.2 ms p50 measured beside a busy
+        # core). From issue, the backlog of 24 requests is 2-24 times more.
+        assert served["e2e"] <= p["metrics"]["latency_p50"] <= served["e2e"] * 1.05 + 1.0, (n, p["metrics"], served)
         summary = json.loads((sweep_dir / p["run"] / "summary.json").read_text())
         assert p["metrics"]["latency_p50"] < summary["harness"]["latency_ms"]["p50"]  # the slot wait is apart
     # one slot for 24 requests: most of the time from issue is the wait for it ...
@@ -85,8 +114,11 @@ def test_a_concurrency_sweep_keeps_n_in_flight_and_recovers_the_servers_law(tmp_
     assert all(p["backlog"] for p in data["points"])
     assert not any(f["finding"].startswith("queue time grows") for f in diagnose(data))
     assert any(line.startswith("latency, TTFT and TPOT are timed from dispatch") for line in timing_notes(data))
+    # the diagnosis recovers the law's slope as the server kept it: the same least squares on
+    # the server's own TPOTs, to 0.2 ms a request (10 % of the law's 2 ms)
     found = next(f for f in diagnose(data) if f["finding"].startswith("TPOT grows with concurrency"))
-    assert abs(found["figures"]["b"] - timing.tpot_ms_per_in_flight) <= 0.1 * timing.tpot_ms_per_in_flight, found
+    server_b = float(np.polyfit([1, 2, 4], server_tpots, 1)[0])
+    assert abs(found["figures"]["b"] - server_b) <= 0.1 * timing.tpot_ms_per_in_flight, (found, server_b)
 
 
 def test_a_tensor_backend_runs_n_workers_of_one_request(tmp_path: Path):
@@ -101,8 +133,14 @@ def test_a_tensor_backend_runs_n_workers_of_one_request(tmp_path: Path):
     assert summary["sut"]["workers"] == 3 and summary["sut"]["max_batch"] == 1
     (run_dir,) = tmp_path.iterdir()
     assert in_flight(run_dir).max() == 3
-    # three 5 ms calls at a time: 600 samples/s, less the harness's own cost
-    assert 0.8 * 600 < summary["harness"]["throughput_per_s"] <= 600 * 1.02
+    # Three 5 ms calls at a time: no more than 600 samples/s (a sleep is never short), and no
+    # less than three at a time of the calls as measured (a busy machine stretches a sleep:
+    # the machine's) allow, less the harness's own time between calls and LoadGen's
+    # hand-over, at most 20 %. Calls run two at a time would be a third short.
+    cols = read_records(run_dir).columns
+    calls_allow = 3 / (float(np.mean(cols["complete_ns"] - cols["dispatch_ns"])) / 1e9)
+    rate = summary["harness"]["throughput_per_s"]
+    assert 0.8 * calls_allow < rate <= 600 * 1.02, (rate, calls_allow)
 
 
 @pytest.mark.parametrize(("settings", "message"), [

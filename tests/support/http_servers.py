@@ -26,6 +26,9 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from harness.results.stats import NS_PER_MS, weighted_distribution
+from harness.results.token_metrics import itl_samples
+
 #: prompt keyword -> the harness's failure reason for that request ("" = success)
 BEHAVIOURS = {
     "@ok": "",
@@ -147,6 +150,24 @@ def server_side(arrivals: list[tuple[int, list[int]]], samples: int) -> dict[str
     return {"ttft": float(np.median([w[0] - a for a, w in timed])) / 1e6,
             "e2e": float(np.median([w[-1] - a for a, w in timed])) / 1e6,
             "tpot": float(np.median([(w[-1] - w[0]) / (len(w) - 1) for _, w in timed])) / 1e6}
+
+
+def server_itl(arrivals: list[tuple[int, list[int]]], samples: int, tokens: int, tokens_per_chunk: int = 1) -> dict:
+    """The truth server's own inter-token latency, ms, over the timed requests: its write
+    stamps spread per token exactly as the harness spreads the chunks it read
+    (harness.results.token_metrics.itl_samples), so the two distributions compare term for
+    term and differ only by when the client read what the server wrote."""
+    timed = sorted(arrivals)[len(arrivals) - samples:]
+    entries = [{"t": w, "k": [tokens_per_chunk] * len(w), "n": tokens} for _, w in timed]
+    return weighted_distribution(*itl_samples(entries), unit=NS_PER_MS)
+
+
+def after_headers(arrivals: list[tuple[int, list[int]]], headers: dict[int, int], samples: int) -> float:
+    """The truth server's own time from its response headers to its first token, p50 ms, over
+    the timed requests: what the client's first token after the headers must match, whether
+    or not the server woke late for either."""
+    timed = sorted(arrivals)[len(arrivals) - samples:]
+    return float(np.median([w[0] - headers[a] for a, w in timed])) / 1e6
 
 
 class TruthMetrics:
@@ -322,6 +343,7 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                received: list[str] | None = None, written: list[list[int]] | None = None,
                metrics: TruthMetrics | None = None,
                arrivals: list[tuple[int, list[int]]] | None = None,
+               headers: dict[int, int] | None = None,
                answers: dict[str, str] | None = None,
                token_ids: Callable[[str], list[int]] | None = None,
                sent_ids: dict[str, list[int]] | None = None,
@@ -338,7 +360,10 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
     With `metrics`, GET /metrics serves what the server did (streamed successes only).
     With `arrivals`, each streamed request appends (the perf_counter_ns its handler began,
     its chunks' write stamps as in `written`): the server's own TTFT, the first write minus
-    the arrival, is what it really did on a machine that made it late.
+    the arrival, is what it really did on a machine that made it late. With `headers`, each
+    streamed request maps that arrival stamp to the perf_counter_ns after its response headers
+    were written (with a chat's role event, which flushes them): the server's own time from
+    headers to first token, when it woke late for either.
 
     With `answers` (prompt -> answer text; a chat's last message is its prompt), a prompt
     found there is answered with that text, one word a chunk (`answer_pieces`, or `cut`:
@@ -487,6 +512,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
 
         if chat:
             await resp.write(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"role": "assistant"}}]}).encode() + b"\n\n")
+        if headers is not None:
+            headers[arrived] = time.perf_counter_ns()
         if behaviour == "@empty":
             await resp.write(event(None, "stop") + b"data: [DONE]\n\n")
             return resp
