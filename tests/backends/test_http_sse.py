@@ -8,7 +8,8 @@ import json
 import pytest
 
 from backends.base import Chunk
-from backends.http import RequestFailed, _SseParser
+from backends.http.wire import _SseParser
+from harness.errors import RequestFailed
 
 
 def _event(obj: object, eol: bytes = b"\n") -> bytes:

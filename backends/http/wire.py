@@ -1,5 +1,5 @@
 """The HTTP backend's wire formats, apart from its transport and options: OpenAI SSE events
-to Chunks, KServe v2 tensors, and templated JSON bodies and answers (backends.http).
+to Chunks, KServe v2 tensors, and templated JSON bodies and answers (backends.http.backend).
 
 Each is pure: bytes or JSON in, Chunks, dicts or arrays out, failures as RequestFailed
 with the reason the summary groups by.

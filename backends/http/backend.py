@@ -1,53 +1,12 @@
-"""A remote model behind HTTP: KServe v2 (Open Inference Protocol), templated JSON, and the
-OpenAI completions/chat APIs (streaming SSE or not).
+"""The http backend's class and options: load (settings, credentials, the server's
+metadata), prepare (sample -> request body) and the request path (send, retry, stream).
 
-The backend only knows *how* to send: it turns a sample into a request body (`prepare`,
-at QSL load time, so the timed path posts ready bytes) and a response into `Chunk`s
-(`stream`). The event-loop SUT (`harness.child.stream_sut`) owns the loop, concurrency,
-timestamps and completion. Events travel as chunks (backends.base.Chunk):
-
-    Chunk(n_tokens=0, headers=status)   response headers arrived
-    Chunk(n_tokens=0, retry=reason)     an attempt failed and is being retried
-    Chunk(text, n_tokens=k)             content: k tokens as counted here
-    Chunk(n_tokens=0, usage={...})      the server's token counts
-    Chunk(n_tokens=0, output=value)     a whole answer (KServe tensor, JSON value)
-    Chunk(text, k, reasoning=True)      reasoning: k tokens, timed, kept apart from the answer
-    Chunk(n_tokens=k)                   k tokens of a tool call's name or arguments pieces
-    Chunk(n_tokens=0, tool_calls=[..])  the stream's tool calls, reassembled, at its end
-
-Failures raise `RequestFailed(reason, detail)`; the SUT records "reason: detail", and the
-summary groups failures by reason:
-
-    http_<status>     the server answered with status >= 400
-    connect           no connection (refused, DNS, TLS handshake)
-    disconnected      the server closed the connection before answering
-    timeout           connect, read (no bytes for read_timeout_s) or total timeout
-    malformed_json    a body that is not the JSON the protocol promises
-    http_3xx          a redirect (the client follows none: the detail names the Location)
-    unsupported_encoding  a compressed body (the client asks for none and decodes none)
-    malformed_sse     an SSE event whose data is not JSON, or a field of the wrong type
-                      (choices not a list, choices[0] or delta not an object, content,
-                      reasoning_content or a tool call's name/arguments not a string,
-                      tool_calls not a list, token_ids not a list, usage not an object)
-    malformed_tool_call  a streamed tool call whose reassembled arguments are not JSON
-                      (the call is still kept in tokens.jsonl, with `json`: false)
-    server_error      an error object inside a 200 stream
-    empty_output      a well-formed answer with no content
-    truncated_stream  the stream ended (or broke) before [DONE] or a finish_reason
-
-The event-loop SUT adds its own, in accuracy mode: no_token_ids, short_output,
-malformed_token_ids, tokenize (harness.child.stream_sut).
-
-Reasoning: a chat delta's `reasoning_content` (or `reasoning`) is counted and kept apart
-from the answer (Chunk.reasoning); with `reasoning_parser: think_tags`, so are
-`<think>...</think>` spans inside the content (an option: a literal "<think>" may be
-an answer). Tool calls stream as `delta.tool_calls` pieces, reassembled per index.
-
-Over 400 lines on purpose: the options and the request path (send, retry, stream) of four
-protocols belong to one class, and splitting the request path would put a call between
-the socket read and the chunk on the per-token hot path. The pure wire formats live in
-backends/http_wire.py, the credential checks of the options in backends/http_credentials.py.
+Over 400 lines on purpose: the options and the request path of four protocols belong to
+one class, and splitting the request path would put a call between the socket read and
+the chunk on the per-token hot path. The failure kinds it raises are listed in
+backends/http/__init__.py.
 """
+
 
 from __future__ import annotations
 
@@ -73,9 +32,9 @@ from backends.base import (
     StreamingOptions,
     TensorSpec,
 )
-from backends.http_client import HttpClient
-from backends.http_credentials import EnvNames, Headers, Url
-from backends.http_wire import (
+from backends.http.client import HttpClient
+from backends.http.credentials import EnvNames, Headers, Url
+from backends.http.wire import (
     _V2_TO_NP,
     _check_calls,
     _fill,
