@@ -1,5 +1,6 @@
-"""A remote model behind HTTP: KServe v2 (Open Inference Protocol), templated JSON, and the
-OpenAI completions/chat APIs (streaming SSE or not).
+"""A remote model behind HTTP, in one of the wire protocols of backends/http/protocols
+(KServe v2, templated JSON, the OpenAI completions/chat APIs, streaming SSE or not) or a
+third party's (the `harness.http_protocols` entry-point group).
 
 The backend only knows *how* to send: it turns a sample into a request body (`prepare`,
 at QSL load time, so the timed path posts ready bytes) and a response into `Chunk`s
@@ -9,7 +10,7 @@ timestamps and completion. Events travel as chunks (backends.base.Chunk):
     Chunk(n_tokens=0, headers=status)   response headers arrived
     Chunk(n_tokens=0, retry=reason)     an attempt failed and is being retried
     Chunk(text, n_tokens=k)             content: k tokens as counted here
-    Chunk(n_tokens=0, usage={...})      the server's token counts
+    Chunk(n_tokens=0, usage=Usage(..))  the server's token counts (backends.base.Usage)
     Chunk(n_tokens=0, output=value)     a whole answer (KServe tensor, JSON value)
     Chunk(text, k, reasoning=True)      reasoning: k tokens, timed, kept apart from the answer
     Chunk(n_tokens=k)                   k tokens of a tool call's name or arguments pieces
@@ -43,9 +44,18 @@ from the answer (Chunk.reasoning); with `reasoning_parser: think_tags`, so are
 `<think>...</think>` spans inside the content (an option: a literal "<think>" may be
 an answer). Tool calls stream as `delta.tool_calls` pieces, reassembled per index.
 
-The package: the backend and its options (backends.http.backend), the pure wire formats
-(backends.http.wire), the credential checks of the options (backends.http.credentials)
-and the keep-alive client (backends.http.client).
+The package:
+    backend.py       the transport: load, prepare, send, retry, stream (HttpBackend), and
+                     its options, the union of the protocols' keyed by `protocol` (HttpOptions)
+    options.py       the options every protocol shares (BaseHttpOptions)
+    protocol.py      what a protocol is (HttpProtocol), which the transport asks
+    registry.py      the protocols by name: protocols/, then the entry points
+    protocols/       one module per protocol: its options, endpoint, encoding, decoding
+    openai.py        what the two OpenAI protocols share
+    wire.py          shared wire formats: redaction, OpenAI's SSE, tool calls and usage
+    tokenizer.py     local token counting (the `tokenizer` option)
+    credentials.py   the credential checks of the options
+    client.py        the keep-alive client (asyncio + httptools)
 """
 
 from backends.http.backend import HttpBackend, HttpOptions, PreparedRequest
