@@ -33,12 +33,26 @@ KINDS: tuple[str, ...] = get_args(BackendKind)
 STREAMING_KINDS: tuple[str, ...] = get_args(StreamingKind)
 #: how a streaming backend counts tokens when the server reports no usage
 TokenSource = Literal["chunks", "tokenizer", "model"]
+#: what a streaming backend takes, per sample: a prompt (text or token ids), a chat (a
+#: prompt's messages, or a session's turns built at dispatch), tensors, or audio
+InputKind = Literal["prompt", "chat", "tensor", "audio"]
+#: what it gives back: a stream of tokens, a tensor, a vector (an embedding), or one text
+OutputKind = Literal["tokens", "tensor", "vector", "text"]
 
 
 class BackendOptions(BaseModel):
     """Base for each backend's options; unknown keys are errors, never ignored."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    #: the option whose value picks one of `variants()`; "" when there are none
+    variant_key: ClassVar[str] = ""
+
+    @classmethod
+    def variants(cls) -> Mapping[str, type[BackendOptions]]:
+        """The option sets `variant_key` picks between (the http backend's `protocol`: each
+        protocol's own options), by its value; each holds these options and its own.
+        Empty (the default): every option is in `model_fields`."""
+        return {}
 
 
 class StreamingOptions(BackendOptions):
@@ -75,6 +89,65 @@ class LoadContext:
     log_outputs: bool = False
 
 
+@dataclass(frozen=True)
+class PromptSample:
+    """A prompt as a backend receives it: its text or chat messages, and/or its token ids.
+
+    The harness's datasets hand their rows (harness.data.prompt_set.Prompt, a subclass
+    that adds what scoring reads) to `StreamingBackend.prepare`; a session's turn, built
+    at dispatch, comes as one of these with the turns before it in `messages`.
+    """
+
+    prompt: str | None = None
+    #: chat messages ({"role", "content"} and, in a session, a turn's tool calls)
+    messages: tuple[dict[str, Any], ...] | None = None
+    #: the answer's length to ask for; None: the backend's default
+    max_tokens: int | None = None
+    _: KW_ONLY
+    #: the generator's input length (synthetic: tokens when a tokenizer counted them,
+    #: words otherwise; 0 when unknown): the prompt's length when nothing counts it
+    target_input_tokens: int = 0
+    #: the prompt's token ids in the model's tokenizer (MLPerf's `tok_input`); None: none given
+    input_ids: tuple[int, ...] | None = None
+
+    def text(self) -> str:
+        """The whole input as one text, for local token counting."""
+        if self.prompt is not None:
+            return self.prompt
+        return "\n".join(str(m.get("content") or "") for m in self.messages or ())
+
+    def chat(self) -> list[dict[str, Any]]:
+        """The messages a chat API is sent: the sample's, or its prompt as one user turn."""
+        return list(self.messages) if self.messages else [{"role": "user", "content": self.prompt}]
+
+
+#: one sample of a tensor dataset: input name -> array, without the batch dimension
+TensorSample = Mapping[str, np.ndarray]
+#: what `StreamingBackend.prepare` receives
+Sample = PromptSample | TensorSample
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What the server says one request used, each figure None where it said nothing.
+
+    A backend turns its server's own form (OpenAI's `usage` object, a header, a field of a
+    whole answer) into this; the SUT reads the fields, never the server's keys."""
+
+    #: tokens generated (OpenAI completion_tokens): outranks the chunks' count
+    output_tokens: int | None = None
+    #: prompt tokens (prompt_tokens): outranks the client's count
+    input_tokens: int | None = None
+    #: prompt tokens served from the server's prefix cache (prompt_tokens_details.cached_tokens)
+    cached_tokens: int | None = None
+    #: generated tokens the model reasoned with (completion_tokens_details.reasoning_tokens)
+    reasoning_tokens: int | None = None
+    #: seconds of audio the request carried
+    audio_seconds: float | None = None
+    #: vectors the answer carried (embeddings)
+    vectors: int | None = None
+
+
 @dataclass(slots=True)
 class Chunk:
     """One piece of a stream: `n_tokens` tokens of `text` (may be several), and/or an event.
@@ -91,8 +164,8 @@ class Chunk:
     headers: int | None = None
     #: an attempt failed before any content and is being retried (its reason): counted
     retry: str | None = None
-    #: the server's token counts (OpenAI `usage`): its completion_tokens outrank the chunks'
-    usage: dict[str, Any] | None = None
+    #: what the server says the request used: its output tokens outrank the chunks' count
+    usage: Usage | None = None
     #: a whole answer (a tensor, a JSON value), returned to LoadGen as the sample's output
     output: Any = None
     #: figures the backend measured itself (e.g. kv_cache_bytes), kept in tokens.jsonl
@@ -254,14 +327,25 @@ class StreamingBackend(Backend):
     tokenizer_hint: str = "give the backend a tokenizer"
 
     @property
+    def input_kind(self) -> InputKind:
+        """What each sample is: "prompt" or "chat" (harness.data.prompts), "tensor" (shaped by
+        `inputs()`), "audio". Default: prompts for a generative backend, tensors otherwise."""
+        return "prompt" if self.kind == "generative" else "tensor"
+
+    @property
+    def output_kind(self) -> OutputKind:
+        """What each answer is. Default: tokens for a generative backend, a tensor otherwise."""
+        return "tokens" if self.kind == "generative" else "tensor"
+
+    @property
     def takes_prompts(self) -> bool:
         """True: samples are prompts (harness.data.prompts); False: tensors shaped by `inputs()`."""
-        return self.kind == "generative"
+        return self.input_kind in ("prompt", "chat")
 
     @property
     def produces_tokens(self) -> bool:
         """True: answers are token streams, so LoadGen gets token counts and tokens.jsonl is kept."""
-        return self.kind == "generative"
+        return self.output_kind == "tokens"
 
     @property
     def takes_sessions(self) -> bool:
@@ -274,7 +358,7 @@ class StreamingBackend(Backend):
         Only a backend whose `takes_sessions` is true is asked."""
         raise TypeError(f"backend {self.name!r} does not build chat requests")
 
-    def prepare(self, sample: Any) -> Any:
+    def prepare(self, sample: Sample) -> Any:
         """Turn a dataset sample into the request `stream` takes, when the QSL loads it,
         so that the timed path starts from ready bytes. Default: the sample itself. A
         request with an int `input_tokens` gives the prompt's length when no usage does."""

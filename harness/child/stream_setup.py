@@ -177,7 +177,8 @@ def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
             raise ConfigError(f"sessions.users {config.sessions.users}: the backend serves at most {limit} requests at "
                               "once (its max_in_flight); raise max_in_flight or lower sessions.users")
         return build_session_dataset(config.dataset, config.seed, backend.count_tokens)
-    if backend.takes_prompts:
+    kind = backend.input_kind
+    if kind in ("prompt", "chat"):
         from harness.data.prompts import build_prompt_dataset
         from harness.results.slo import parse_slo
 
@@ -186,6 +187,8 @@ def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
         prompts = build_prompt_dataset(config.dataset, config.seed, backend.count_tokens)
         prompts.check_sendable(backend.sends_token_ids)  # a row without what is sent: one line, before any request
         return prompts
+    if kind != "tensor":
+        raise ConfigError(f"backend {backend.name!r} takes {kind} inputs, which no dataset of this harness provides yet")
     from harness.data.datasets import build_tensor_dataset
 
     return build_tensor_dataset(config.dataset, backend.inputs(), config.seed)

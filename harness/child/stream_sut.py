@@ -13,7 +13,7 @@ none); each drives `backend.stream(sample)` and stamps, on `perf_counter_ns`:
 
 The whole generated text is kept per request in tokens.jsonl ("text"), with the dataset's
 validator verdict ("valid") when the sample has one, the server's cached prompt tokens
-(usage.prompt_tokens_details.cached_tokens) when it reports them, and any figures a
+(Usage.cached_tokens) when it reports them, and any figures a
 backend measured itself (a chunk with `metrics`, e.g. its KV-cache bytes).
 
 With a harness-owned schedule (`arrivals`, a trace: harness.child.schedule), an issued
@@ -47,11 +47,11 @@ token of either kind, as GuideLLM and AIPerf define it) but its text goes to tok
 `reasoning`, apart from `text` (the answer, which validators and scoring read); the first
 content chunk not marked so is stamped `first_answer_ns` (TTFO, time to first output
 token). `reasoning_tokens` is the client's count, `server_reasoning_tokens` the server's
-usage.completion_tokens_details.reasoning_tokens. A backend's reassembled tool calls
+(Usage.reasoning_tokens). A backend's reassembled tool calls
 (Chunk.tool_calls) are kept as `tool_calls` (index, id, name, arguments, tokens, json):
 the record a later turn of a conversation reads them back from, with `reasoning`.
 
-Token counts per request: the server's `usage.completion_tokens` when it sent one, else
+Token counts per request: the server's (Usage.output_tokens) when it sent one, else
 the sum of the chunks' counts (a local tokenizer's, or one per chunk). Both are kept in
 tokens.jsonl so the summary can report the source and any server/client mismatch.
 """
@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from backends.base import StreamingBackend
+from backends.base import StreamingBackend, Usage
 from harness.child.issue_queue import IssueQueue, ItemQueue
 from harness.child.record_writer import RecordWriter
 from harness.child.schedule import ArrivalPlan, Schedule, TracePlan
@@ -326,7 +326,7 @@ class StreamingSUT:
             reasoning_tokens = 0
             first_answer = 0
             tool_calls: list[dict[str, Any]] | None = None
-            usage: dict[str, Any] | None = None
+            usage: Usage | None = None
             output: Any = None
             metrics: dict[str, Any] = {}
             first_byte = retries = 0
@@ -386,9 +386,9 @@ class StreamingSUT:
                 raise bug
             done = _now()
             client_tokens = sum(counts)
-            server_tokens = _int(usage, "completion_tokens")
+            server_tokens = usage.output_tokens if usage is not None else None
             n_tokens = server_tokens if server_tokens is not None else client_tokens
-            server_input = _int(usage, "prompt_tokens")
+            server_input = usage.input_tokens if usage is not None else None
             input_tokens = server_input or getattr(sample, "input_tokens", 0)
             lg_tokens = n_tokens
             answer: str | None = None
@@ -433,9 +433,7 @@ class StreamingSUT:
                     text = self._redact(text)
                 # Checked after the completion was queued to LoadGen, so it is not timed.
                 valid = self._validate(index, text) if self._validate is not None and not error else None
-                details = (usage or {}).get("prompt_tokens_details")
-                out_details = (usage or {}).get("completion_tokens_details")
-                server_reasoning = _int(out_details if isinstance(out_details, dict) else None, "reasoning_tokens")
+                server_reasoning = usage.reasoning_tokens if usage is not None else None
                 thought = "".join(reasoning) if reasoning else None
                 if thought is not None and self._redact is not None:
                     thought = self._redact(thought)
@@ -454,7 +452,7 @@ class StreamingSUT:
                         "input_tokens": input_tokens,
                         "input_source": "usage" if server_input else self._input_method,
                         "retries": retries,
-                        "cached_tokens": _int(details if isinstance(details, dict) else None, "cached_tokens"),
+                        "cached_tokens": usage.cached_tokens if usage is not None else None,
                         "text": text,
                         "valid": valid,
                         **({"metrics": metrics} if metrics else {}),
@@ -574,11 +572,6 @@ def _redacted_calls(calls: list[dict[str, Any]], redact: Callable[[str], str] | 
     if redact is None:
         return calls
     return [{**c, "name": redact(c.get("name") or ""), "arguments": redact(c.get("arguments") or "")} for c in calls]
-
-
-def _int(d: dict[str, Any] | None, key: str) -> int | None:
-    v = d.get(key) if d else None
-    return int(v) if isinstance(v, (int, float)) else None
 
 
 def _failure_text(e: BaseException) -> str:

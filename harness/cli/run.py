@@ -212,11 +212,24 @@ def backends(name: str | None) -> None:
         console.print(f"[bold]{backend}[/] · available: {avail} · [dim]{escape(bi.target)}[/]", soft_wrap=True)
         if bi.cls is None:
             continue
-        table = Table("option", "default", "", box=None, padding=(0, 1, 0, 2), header_style="dim", show_header=False)
-        for key, field in bi.cls.Options.model_fields.items():
-            table.add_row(key, _default_text(field), escape(_description(field)))
-        console.print(table)
+        options = bi.cls.Options
+        console.print(_options_table(options.model_fields))
+        # the option sets one option picks between (the http backend's protocols): each one's own
+        for value, variant in options.variants().items():
+            own = {k: f for k, f in variant.model_fields.items() if k not in options.model_fields}
+            console.print(f"  [bold]{escape(value)}[/]: {escape(variant.model_fields[options.variant_key].description or '')}")
+            if own:
+                console.print(_options_table(own, indent=4))
         console.print()
+
+
+def _options_table(fields: dict[str, Any], indent: int = 2) -> Any:
+    from rich.table import Table
+
+    table = Table("option", "default", "", box=None, padding=(0, 1, 0, indent), header_style="dim", show_header=False)
+    for key, field in fields.items():
+        table.add_row(key, _default_text(field), escape(_description(field)))
+    return table
 
 
 def _description(field: Any) -> str:

@@ -44,22 +44,15 @@ def names() -> list[str]:
     return sorted(_entry_points())
 
 
-#: names other tools give what the http backend speaks, and the protocol that serves it
-_HTTP_ALIASES = {
-    "openai": "openai-chat", "openai-chat": "openai-chat", "chat": "openai-chat", "vllm": "openai-chat",
-    "sglang": "openai-chat", "tgi": "openai-chat", "llama.cpp": "openai-chat", "llamacpp": "openai-chat",
-    "ollama": "openai-chat", "openai-completions": "openai-completions", "completions": "openai-completions",
-    "kserve": "kserve-v2", "kserve-v2": "kserve-v2", "triton": "kserve-v2", "v2": "kserve-v2",
-}  # fmt: skip
-
-
 def _served_by_http(name: str) -> str:
-    """A hint for a name from another tool that is a server, not a backend, here."""
-    protocol = _HTTP_ALIASES.get(name.lower())
+    """A hint for a name from another tool that is a server, not a backend, here: the
+    protocol registry (backends.http.registry) knows which names its protocols answer to."""
+    from backends.http.registry import for_alias
+
+    protocol = for_alias(name)
     if protocol is None:
         return ""
-    url = "http://host:port" if protocol == "kserve-v2" else "http://host:port/v1"
-    return f". A {name} server is reached with --backend http --set protocol={protocol} --set url={url}"
+    return f". A {name} server is reached with --backend http --set protocol={protocol.name} --set url={protocol.url_form}"
 
 
 def info(name: str) -> BackendInfo:
@@ -129,4 +122,10 @@ def option_names(name: str) -> list[str]:
         bi = info(name)
     except BackendError:
         return []
-    return list(bi.cls.Options.model_fields) if bi.cls else []
+    if bi.cls is None:
+        return []
+    # an option of any variant (the http backend's protocols) is the backend's
+    names = dict.fromkeys(bi.cls.Options.model_fields)
+    for variant in bi.cls.Options.variants().values():
+        names.update(dict.fromkeys(variant.model_fields))
+    return list(names)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from backends.base import PromptSample
 from harness.data.datasets import Dataset
 from harness.data.validators import VALIDATORS, make_validator
 from harness.errors import DatasetError
@@ -22,21 +23,17 @@ from harness.errors import DatasetError
 TokenCounter = Callable[[str], int]
 
 @dataclass(frozen=True)
-class Prompt:
-    """One request's input: `prompt` or `messages`, and/or the prompt's token ids.
+class Prompt(PromptSample):
+    """One request's input: `prompt` or `messages`, and/or the prompt's token ids
+    (backends.base.PromptSample, what a backend receives), and what scoring reads.
 
     MLPerf's LLM files carry each prompt's token ids (`tok_input`), which their reference
     SUTs send instead of the text; some rows have ids only. A backend sends one or the
     other (its `prompt_from`), and `PromptDataset.check_sendable` refuses a row without it.
+    The generator's length (`target_input_tokens`) and the ids are keyword-only.
     """
 
-    prompt: str | None = None
-    messages: tuple[dict[str, str], ...] | None = None
-    max_tokens: int | None = None
     expected: str | None = None
-    #: the generator's input length (synthetic: tokens when a tokenizer counted them,
-    #: words otherwise; 0 when unknown)
-    target_input_tokens: int = 0
     validator: str | None = None
     #: shared-prefix group (synthetic prefix_groups) and that prefix's length in tokens
     prefix_group: int | None = None
@@ -46,14 +43,6 @@ class Prompt:
     reference: str | int | float | None = None
     metric: str | None = None
     subset: str | None = None
-    #: the prompt's token ids in the model's tokenizer (MLPerf's `tok_input`); None: none given
-    input_ids: tuple[int, ...] | None = None
-
-    def text(self) -> str:
-        """The whole input as one text, for local token counting."""
-        if self.prompt is not None:
-            return self.prompt
-        return "\n".join(m.get("content", "") for m in self.messages or ())
 
 
 def expected_reusable_fraction(groups: list[int | None], prefix_tokens: list[int], input_tokens: list[int]) -> float | None:

@@ -169,7 +169,7 @@ def load_sharegpt(spec: str, path: Path, params: dict[str, str], seed: int, coun
     random.Random(s).shuffle(pairs)
     chosen = pairs[: n or len(pairs)]
     prompts = [
-        Prompt(q, None, max(1, measure(a)), a, measure(q), validator=validator)
+        Prompt(q, None, max(1, measure(a)), a, target_input_tokens=measure(q), validator=validator)
         for q, a in chosen
     ]
     source = {

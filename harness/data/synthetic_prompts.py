@@ -136,10 +136,10 @@ def synthetic_prompts(spec: str, params: dict[str, str], seed: int, count: Token
             g = i % groups
             lead, lead_n = prefixes[g]
             text, got = words.text(rng, max(1, k - prefix_len), lead, lead_n)
-            prompts.append(Prompt(text, None, draw_out(rng), None, got, prefix_group=g, prefix_tokens=lead_n))
+            prompts.append(Prompt(text, None, draw_out(rng), None, target_input_tokens=got, prefix_group=g, prefix_tokens=lead_n))
         else:
             text, got = words.text(rng, k)
-            prompts.append(Prompt(text, None, draw_out(rng), None, got))
+            prompts.append(Prompt(text, None, draw_out(rng), None, target_input_tokens=got))
     source: dict[str, Any] = {
         "isl": isl, "osl": osl, "seed": s, "lengths_counted_in": "tokenizer" if count else "words",
     }  # fmt: skip

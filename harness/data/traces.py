@@ -233,7 +233,7 @@ def load_trace(spec: str, path: Path, params: dict[str, str], seed: int, count: 
     reusable = total = 0
     for j, r in enumerate(kept):
         text, got = _prompt(words, r, j, s, block, blocks)
-        prompts.append(Prompt(text, None, r.out, None, got))
+        prompts.append(Prompt(text, None, r.out, None, target_input_tokens=got))
         # a prefix cache reuses the leading blocks some earlier request already sent
         lead = 0
         for b in r.blocks or ():

@@ -32,7 +32,7 @@ SOURCE = '''
 
 import asyncio
 
-from backends.base import Backend, Chunk, StreamingBackend, StreamingOptions, TensorBackend, TensorSpec
+from backends.base import Backend, Chunk, StreamingBackend, StreamingOptions, TensorBackend, TensorSpec, Usage
 from harness.errors import RequestFailed
 
 
@@ -108,7 +108,7 @@ class Words(StreamingBackend):
             if i == 2 and "@unprintable" in prompt:
                 raise _Unprintable()
             yield Chunk(f" {self.options.words}{i}", 1)
-        yield Chunk(n_tokens=0, usage={"completion_tokens": n, "prompt_tokens": self.count_tokens(prompt)})
+        yield Chunk(n_tokens=0, usage=Usage(output_tokens=n, input_tokens=self.count_tokens(prompt)))
         yield Chunk(n_tokens=0, metrics={"tp_words": n})
 
     def describe(self):

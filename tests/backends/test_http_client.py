@@ -1,4 +1,4 @@
-"""The HTTP backend's own client (backends/http_client.py) against real servers on
+"""The HTTP backend's own client (backends/http/client.py) against real servers on
 127.0.0.1: pooling and keep-alive, bodies of every framing, failures, timeouts and TLS.
 The backend-level failure kinds are in test_http_failures.py."""
 
@@ -14,7 +14,7 @@ import pytest
 import trustme
 from aiohttp import web
 
-from backends.http_client import ConnectError, Disconnected, HttpClient, PayloadError
+from backends.http.client import ConnectError, Disconnected, HttpClient, PayloadError
 from tests.support.http_servers import ServerThread
 from tests.support.raw_server import RawServer
 

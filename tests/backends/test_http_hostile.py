@@ -28,7 +28,7 @@ import pytest
 
 from backends.base import Chunk, LoadContext
 from backends.http import HttpBackend, HttpOptions, PreparedRequest
-from backends.http_client import HttpClient
+from backends.http.client import HttpClient
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError, RequestFailed
 from harness.results.records import read_records
@@ -435,7 +435,7 @@ def test_the_pool_serves_requests_first_come_first_served():
 
 
 def documented_reasons() -> set[str]:
-    """The failure kinds backends/http.py's docstring lists (its table's first column)."""
+    """The failure kinds backends/http/__init__.py's docstring lists (its table's first column)."""
     import re
 
     import backends.http as http_module
@@ -449,8 +449,8 @@ def test_every_failure_reason_the_backend_raises_is_documented():
     import re
 
     raised: set[str] = set()
-    for module in ("backends/http.py", "backends/http_wire.py"):
-        raised |= set(re.findall(r'RequestFailed\(\s*f?"(\w+)', (Path(__file__).parents[2] / module).read_text()))
+    for module in sorted((Path(__file__).parents[2] / "backends" / "http").rglob("*.py")):
+        raised |= set(re.findall(r'RequestFailed\(\s*f?"(\w+)', module.read_text()))
     # f"http_{status}" reads as "http_", as the table's "http_<status>" does
     assert "malformed_sse" in raised and "http_" in raised
     assert raised - documented_reasons() == set()

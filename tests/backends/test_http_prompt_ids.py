@@ -87,7 +87,7 @@ def test_chat_cannot_take_ids_one_config_error(tmp_path):
     with pytest.raises(ConfigError) as info:
         runner.run(cfg, tmp_path / "results")
     msg = str(info.value)
-    assert "\n" not in msg and "prompt_from=ids needs protocol openai-completions" in msg
+    assert "\n" not in msg and "prompt_from is not an option of protocol openai-chat (it is openai-completions's)" in msg
     assert not (tmp_path / "results").exists()
 
 

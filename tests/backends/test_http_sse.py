@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from backends.base import Chunk
-from backends.http import RequestFailed, _SseParser
+from backends.base import Chunk, Usage
+from backends.http.wire import _SseParser
+from harness.errors import RequestFailed
 
 
 def _event(obj: object, eol: bytes = b"\n") -> bytes:
@@ -43,7 +44,7 @@ def test_every_split_and_line_ending_gives_the_same_chunks(cut, eol):
     chunks = _parse(STREAM.replace(b"\n", eol), cut)
     assert [c.text for c in chunks if c.text] == ["Hel", "lo", " world"]
     assert [c.n_tokens for c in chunks if c.text] == [1, 1, 1]
-    assert [c for c in chunks if not c.text] == [Chunk(n_tokens=0, usage={"prompt_tokens": 3, "completion_tokens": 3})]
+    assert [c for c in chunks if not c.text] == [Chunk(n_tokens=0, usage=Usage(output_tokens=3, input_tokens=3))]
 
 
 def test_completions_protocol_and_a_tokenizer_count():
@@ -143,7 +144,7 @@ def test_a_tool_call_whose_arguments_are_not_json_fails_after_it_is_handed_on():
     (last,) = parser.finish()
     assert last.tool_calls[0]["json"] is False and last.tool_calls[0]["arguments"] == '{"a": '
     with pytest.raises(RequestFailed) as e:
-        parser.check_tool_calls()
+        parser.verify()
     assert e.value.reason == "malformed_tool_call" and "tool call 0 (f)" in e.value.detail
 
 

@@ -50,7 +50,7 @@ def test_an_openai_url_without_v1_gets_a_hint_on_404():
         HttpBackend(HttpOptions(protocol="openai-chat", url=srv.url + "/v1")).load(ctx)  # the fix works
         backend = HttpBackend(HttpOptions(protocol="openai-chat", url=srv.url + "/v1", check_server=False))
         backend.load(ctx)
-        assert backend._v1_hint(404) == ""  # with /v1 already there, a 404 is something else
+        assert backend._protocol.failure_hint(404) == ""  # with /v1 already there, a 404 is something else
 
 
 def test_a_missing_protocol_lists_the_four():

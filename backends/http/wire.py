@@ -1,29 +1,23 @@
-"""The HTTP backend's wire formats, apart from its transport and options: OpenAI SSE events
-to Chunks, KServe v2 tensors, and templated JSON bodies and answers (backends.http).
+"""The wire formats the HTTP protocols share, apart from the transport: redaction of
+secrets, and the OpenAI API's server-sent events, tool calls and usage (both OpenAI
+protocols, backends.http.openai). A protocol's own format lives in its module
+(backends/http/protocols).
 
-Each is pure: bytes or JSON in, Chunks, dicts or arrays out, failures as RequestFailed
-with the reason the summary groups by.
+Each is pure: bytes or JSON in, Chunks or dicts out, failures as RequestFailed with the
+reason the summary groups by.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote
 
-import numpy as np
-
-from backends.base import Chunk, TensorSpec
-from harness.errors import DatasetError, RequestFailed
-
-# KServe v2 datatypes <-> numpy dtype names
-_V2_TO_NP = {
-    "FP32": "float32", "FP16": "float16", "FP64": "float64", "INT64": "int64", "INT32": "int32",
-    "INT16": "int16", "INT8": "int8", "UINT8": "uint8", "BOOL": "bool",
-}  # fmt: skip
-_NP_TO_V2 = {v: k for k, v in _V2_TO_NP.items()}
+from backends.base import Chunk, Usage
+from harness.errors import RequestFailed
 
 _EXCERPT = 200
 
@@ -276,7 +270,7 @@ class _SseParser:
             if usage:
                 if usage.__class__ is not dict:
                     raise self._bad("usage is not an object", payload)
-                out.append(Chunk(n_tokens=0, usage=usage))
+                out.append(Chunk(n_tokens=0, usage=openai_usage(usage)))
         self.buf = buf
         return out
 
@@ -309,62 +303,24 @@ class _SseParser:
             out.append(Chunk(n_tokens=0, tool_calls=self.tools.assembled()))
         return out
 
-    def check_tool_calls(self) -> None:
+    def verify(self) -> None:
         """After the tool calls were handed on (kept in tokens.jsonl): one whose arguments
         are not JSON fails the request, as a caller could not run it."""
         if self.tools is not None:
             _check_calls(self.tools.assembled(), self.excerpt)
 
 
-def _v2_spec(t: dict[str, Any]) -> TensorSpec:
-    shape = tuple(None if d is None or d < 0 else int(d) for d in t.get("shape", []))
-    return TensorSpec(t["name"], shape, _V2_TO_NP.get(t.get("datatype", ""), t.get("datatype", "")))
+def _count(d: Any, key: str) -> int | None:
+    """A count the server sent; None where it sent none, or no number."""
+    v = d.get(key) if d.__class__ is dict else None
+    return int(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
-def _v2_tensor(name: str, arr: np.ndarray) -> dict[str, Any]:
-    dt = _NP_TO_V2.get(arr.dtype.name)
-    if dt is None:
-        raise DatasetError(f"input {name!r}: dtype {arr.dtype} has no KServe v2 datatype")
-    return {"name": name, "shape": [1, *arr.shape], "datatype": dt, "data": arr.ravel().tolist()}
-
-
-def _template_values(sample: Any, max_tokens: int | None) -> dict[str, Any]:
-    if isinstance(sample, dict):  # tensors
-        arrays = {k: v.tolist() for k, v in sample.items()}
-        return {"input": next(iter(arrays.values())), "inputs": arrays, "max_tokens": max_tokens}
-    return {
-        "prompt": sample.text(),
-        "messages": list(sample.messages) if sample.messages else [{"role": "user", "content": sample.text()}],
-        "max_tokens": sample.max_tokens or max_tokens,
-    }
-
-
-def _fill(node: Any, values: dict[str, Any]) -> Any:
-    """Replace "{{key}}" strings by the value (any JSON type); embedded ones by its text."""
-    if isinstance(node, dict):
-        return {k: _fill(v, values) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_fill(v, values) for v in node]
-    if isinstance(node, str) and "{{" in node:
-        stripped = node.strip()
-        if stripped.startswith("{{") and stripped.endswith("}}") and stripped[2:-2].strip() in values:
-            return values[stripped[2:-2].strip()]
-        for k, v in values.items():
-            node = node.replace("{{" + k + "}}", v if isinstance(v, str) else json.dumps(v))
-    return node
-
-
-def _json_output(obj: Any, path: str) -> Any:
-    node = obj
-    for part in path.split("."):
-        if isinstance(node, list) and part.lstrip("-").isdigit():
-            node = node[int(part)]
-        elif isinstance(node, dict):
-            node = node[part]
-        else:
-            raise KeyError(path)
-    if node is None or node == "" or node == [] or node == {}:
-        raise RequestFailed("empty_output", f"{path} is empty")
-    if isinstance(node, list) and all(isinstance(x, (int, float)) for x in node):
-        return np.asarray(node, dtype=np.float32)
-    return node if isinstance(node, str) else json.dumps(node)
+def openai_usage(usage: dict[str, Any]) -> Usage:
+    """OpenAI's `usage` object as the contract's Usage (a field of the wrong type: None)."""
+    return Usage(
+        output_tokens=_count(usage, "completion_tokens"),
+        input_tokens=_count(usage, "prompt_tokens"),
+        cached_tokens=_count(usage.get("prompt_tokens_details"), "cached_tokens"),
+        reasoning_tokens=_count(usage.get("completion_tokens_details"), "reasoning_tokens"),
+    )
