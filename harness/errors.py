@@ -34,6 +34,8 @@ from "the harness broke".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
 EXIT_USAGE = 2
@@ -84,7 +86,13 @@ class NegativeVerdict(HarnessError):
 
 
 class SubmissionRefused(NegativeVerdict):
-    """Runs break MLPerf rules; the message lists each."""
+    """Runs break MLPerf rules; the message lists each: `checker`, the complaints MLCommons'
+    submission checker makes, and `loopholes`, what it lets through that the harness refuses."""
+
+    def __init__(self, message: str, checker: Sequence[str] = (), loopholes: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.checker = list(checker)
+        self.loopholes = list(loopholes)
 
 
 class RequestFailed(HarnessError):

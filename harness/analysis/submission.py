@@ -11,7 +11,9 @@
                                              harness.analysis.compliance)
 
 The checker's rules (harness.analysis.submission_rules) are checked first and every broken
-one is listed. Without `force` nothing is written (`SubmissionRefused`, exit 1): a folder
+one is listed, one line for each complaint the checker makes; apart from them, what the
+checker lets through though it makes a false submission (harness.analysis.submission_loopholes:
+`Refusals.loopholes`). Without `force` nothing is written (`SubmissionRefused`, exit 1): a folder
 that looks like a submission but is not one is worse than none. With `force` the folder is
 written and marked: NOT_FOR_SUBMISSION.txt at the top, the rules in each README and in the
 system JSON. MLCommons' submission checker stays the judge.
@@ -30,6 +32,12 @@ from harness.analysis import llm_accuracy_txt
 from harness.analysis.check import check_run
 from harness.analysis.compliance import JUDGED_HERE, Audit, compliance_files, is_audit_folder, load_audit
 from harness.analysis.run_data import RunData, load_run
+from harness.analysis.submission_loopholes import (
+    accuracy_subset_problems,
+    equal_issue_problems,
+    min_query_count_problems,
+    validity_problems,
+)
 from harness.analysis.submission_rules import (
     ACCELERATOR_FIELDS,
     CHECKER_VERSIONS,
@@ -52,7 +60,7 @@ from harness.results import folder
 from harness.results.text_accuracy import score_folder
 from harness.results.loadgen_log import INTERACTIVE, loadgen_scenario, read_detail
 
-__all__ = ["official_settings", "write_submission", "broken_rules", "system_description", "system_template"]
+__all__ = ["official_settings", "write_submission", "broken_rules", "Refusals", "system_description", "system_template"]
 
 DIVISIONS = ("closed", "open", "network")
 SEEDS = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
@@ -77,12 +85,31 @@ def _folder_name(benchmark: str) -> str:
 
 
 @dataclass
+class Refusals:
+    """What `harness submission` refuses, in two lists: `checker`, one line for each complaint
+    MLCommons' checker makes (one to one with its log); `loopholes`, what the checker lets
+    through though it makes a false submission, which the harness refuses all the same."""
+
+    checker: list[str] = field(default_factory=list)
+    loopholes: list[str] = field(default_factory=list)
+
+    def __iadd__(self, other: Refusals) -> Refusals:
+        self.checker += other.checker
+        self.loopholes += other.loopholes
+        return self
+
+    def __bool__(self) -> bool:
+        return bool(self.checker or self.loopholes)
+
+
+@dataclass
 class SubmissionResult:
     root: Path
-    broken: list[str]
+    broken: list[str]  # the checker's complaints (Refusals.checker)
     written: bool
     files: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # arguments that are not runs, and why
+    loopholes: list[str] = field(default_factory=list)  # refused though the checker lets them through
 
 
 def _runs_only(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -116,27 +143,29 @@ def _load(run_dir: Path) -> RunData:
 
 
 def broken_rules(runs: list[RunData], division: str = "open", audits: list[Audit] = (),
-                 system_type: str = "") -> list[str]:
-    """Every rule of the checker the set of runs breaks, one sentence each, naming the run."""
-    broken: list[str] = []
+                 system_type: str = "") -> Refusals:
+    """Every rule of the checker the set of runs breaks, and every loophole they use, one
+    sentence each, naming the run."""
+    refused = Refusals()
+    broken, own = refused.checker, refused.loopholes
     groups: dict[tuple[str, str], dict[str, list[RunData]]] = {}
     for r in runs:
         mode = r.config["mode"]
         if mode not in ("PerformanceOnly", "AccuracyOnly"):
-            broken.append(f"{r.run_dir.name}: mode {mode}; a submission needs a PerformanceOnly and an AccuracyOnly run")
+            own.append(f"{r.run_dir.name}: mode {mode}; a submission needs a PerformanceOnly and an AccuracyOnly run")
             continue
         groups.setdefault(_key(r), {"PerformanceOnly": [], "AccuracyOnly": []})[mode].append(r)
         if (r.run_dir / folder.AUDIT_CONFIG).is_file():
-            broken.append(f"{r.run_dir.name}: a compliance audit run (audit.config overrode LoadGen's settings); "
+            own.append(f"{r.run_dir.name}: a compliance audit run (audit.config overrode LoadGen's settings); "
                           "submit the normal run, and pass the `harness audit` folder for the compliance tests")
         verdict = check_run(r.run_dir, rebuild_dataset=False)
         for f in verdict.problems():
             if f.kind in ("tampered", "incomplete") or (f.kind == "invalid" and f.what != "validity"):
-                broken.append(f"{r.run_dir.name}: {f.kind}: {f.what}: {f.detail}")
+                own.append(f"{r.run_dir.name}: {f.kind}: {f.what}: {f.detail}")
     systems = {json.dumps({k: v for k, v in r.system.items() if k != "harness_git_commit"}, sort_keys=True)
                for r in [*runs, *(a.run for a in audits)]}
     if len(systems) > 1:
-        broken.append("the runs come from different systems (system.json differs): one submission folder per system")
+        own.append("the runs come from different systems (system.json differs): one submission folder per system")
     for (benchmark, scenario), modes in sorted(groups.items()):
         name = f"{benchmark}/{scenario}"
         if benchmark == "*":
@@ -148,34 +177,37 @@ def broken_rules(runs: list[RunData], division: str = "open", audits: list[Audit
                 broken.append(f"{name}: no {mode} run; a submission needs both a PerformanceOnly and an AccuracyOnly run")
             elif len(found) > 1:
                 broken.append(f"{name}: {len(found)} {mode} runs ({', '.join(r.run_dir.name for r in found)}); pass one")
-        broken += _same_system_under_test(name, modes)
+        own += _same_system_under_test(name, modes)
         official = official_settings(benchmark, scenario)
         for r in modes["PerformanceOnly"]:
-            broken += _performance_rules(name, r, official, division)
+            refused += _performance_rules(name, r, official, division)
+            own += equal_issue_problems(name, r) + min_query_count_problems(name, r, official)
             broken += _loadgen_error_rules(name, r)
         for r in modes["AccuracyOnly"]:
             eff = r.summary["loadgen"].get("effective_settings") or {}
             broken += accuracy_problems(name, r.run_dir.name, benchmark, division, eff, accuracy_figures(r.summary))
+            own += accuracy_subset_problems(name, r, eff)
             broken += _loadgen_error_rules(name, r)
-        broken += _compliance_rules(name, benchmark, scenario, modes, audits, division, official)
+        refused += _compliance_rules(name, benchmark, scenario, modes, audits, division, official)
     by_benchmark: dict[str, set[str]] = {}
     for benchmark, scenario in groups:
         by_benchmark.setdefault(benchmark, set()).add(scenario)
     for benchmark, scenarios in sorted(by_benchmark.items()):
         broken += scenario_problems(benchmark, scenarios, system_type, division)
-    return broken
+    return refused
 
 
 def _compliance_rules(name: str, benchmark: str, scenario: str, modes: dict[str, list[RunData]], audits: list[Audit],
-                      division: str, official: dict[str, int]) -> list[str]:
+                      division: str, official: dict[str, int]) -> Refusals:
     """Closed division: the benchmark's audits, each a passing one of this result, each
     audit run itself meeting the performance rules (the checker runs them on its log)."""
     mine = [a for a in audits if a.key == (benchmark, scenario)]
     if division != "closed":
-        return [f"{name}: {a.folder.name}: compliance audits are for the closed division; drop it" for a in mine]
+        return Refusals([f"{name}: {a.folder.name}: compliance audits are for the closed division; drop it" for a in mine])
     bench = for_submission(benchmark)
     wanted = bench.compliance if bench else ()
-    broken = []
+    refused = Refusals()
+    broken = refused.checker
     perf, acc = modes["PerformanceOnly"], modes["AccuracyOnly"]
     for test in wanted:
         found = [a for a in mine if a.test == test]
@@ -188,15 +220,16 @@ def _compliance_rules(name: str, benchmark: str, scenario: str, modes: dict[str,
             continue
         audit = found[0]
         if test in JUDGED_HERE:  # the checker runs its performance checks on these audits' logs only
-            broken += [rule.replace(f"{name}: ", f"{name}: {test}: ", 1)
-                       for rule in _performance_rules(name, audit.run, official, division, audit=True)]
+            found_rules = _performance_rules(name, audit.run, official, division, audit=True)
+            refused += Refusals(*([rule.replace(f"{name}: ", f"{name}: {test}: ", 1) for rule in rules]
+                                  for rules in (found_rules.checker, found_rules.loopholes)))
         if len(perf) == 1:
             passed, files = compliance_files(audit, perf[0], acc[0] if len(acc) == 1 else None)
             if not passed:
                 why = next(line for text in files.values() if isinstance(text, str)
                            for line in text.splitlines() if line.startswith(("TEST FAIL", "TEST06 verification failed")))
                 broken.append(f"{name}: {test} fails against the submitted runs: {why}")
-    return broken
+    return refused
 
 
 def _sut_identity(r: RunData) -> dict[str, Any]:
@@ -227,16 +260,14 @@ def _brief(value: Any) -> str:
 
 
 def _performance_rules(name: str, r: RunData, official: dict[str, int], division: str,
-                       audit: bool = False) -> list[str]:
+                       audit: bool = False) -> Refusals:
     """The checker's performance checks (performance_check.py) on one run's settings, plus
-    VALID (which its compliance scripts and its previous version require)."""
-    broken: list[str] = []
+    VALID (which its compliance scripts and its previous version require; the checker
+    itself reads only early stopping: harness.analysis.submission_loopholes)."""
+    refused = Refusals(*validity_problems(name, r))
+    broken = refused.checker
     eff = r.summary["loadgen"].get("effective_settings") or {}
     scenario = r.config["scenario"]
-    validity = r.summary["validity"]
-    if validity["result"] != "VALID":
-        why = "; ".join(validity.get("reasons") or []) or validity.get("loadgen_invalid_reason") or ""
-        broken.append(f"{name}: LoadGen judged {r.run_dir.name} {validity['result']}" + (f": {why}" if why else ""))
     if (eff.get("min_duration_ms") or 0) < official["min_duration_ms"]:
         broken.append(f"{name}: min duration {eff.get('min_duration_ms', 0) / 1e3:g} s is under the official "
                       f"{official['min_duration_ms'] / 1e3:g} s (set min_duration_s or drop the override)")
@@ -268,41 +299,55 @@ def _performance_rules(name: str, r: RunData, official: dict[str, int], division
     if not audit:
         for key in ("performance_issue_same", "performance_issue_unique"):
             if eff.get(key):
-                broken.append(f"{name}: {key} is on: that is an audit setting, not a submission run")
-    return broken + _token_rules(name, r)
+                refused.loopholes.append(f"{name}: {key} is on: that is an audit setting, not a submission run")
+    refused += _token_rules(name, r)
+    return refused
 
 
-def _token_rules(name: str, r: RunData) -> list[str]:
+def _token_rules(name: str, r: RunData) -> Refusals:
     """An LLM's performance run (performance_check.py llm_check, get_performance_metric_check):
     token latencies requested, the scenario's result metric in the log, and in Server and
     Interactive both p99s strictly under the scenario's bounds. The checker reads the bounds
     by the log's effective_scenario, Server even in an Interactive folder; the harness holds
-    an Interactive result to Interactive's own, which the rules mean."""
+    an Interactive result to Interactive's own, which the rules mean: a p99 under Server's
+    bound but not Interactive's is a loophole the checker lets through."""
     bench = for_submission(r.config["benchmark"])
+    refused = Refusals()
     if bench is None or not bench.is_llm:
-        return []
+        return refused
     scenario = r.config["scenario"]
     values, _, _ = read_detail(r.run_dir)
-    broken = []
+    broken = refused.checker
     if not values.get("requested_use_token_latencies"):
         broken.append(f"{name}: {r.run_dir.name} ran without use_token_latencies; the checker requires it for "
                       "an LLM benchmark (drop the use_token_latencies=false override)")
-        return broken
+        return refused
     metric = bench.metric.get(scenario)
     if metric and values.get(metric) is None:
         broken.append(f"{name}: {r.run_dir.name}'s LoadGen log has no {metric}, the {scenario} result the checker reads")
     limits = bench.token_limits.get(scenario)
     if limits is None:
-        return broken
-    for what, key, bound in (("TTFT", "result_first_token_99.00_percentile_latency_ns", limits.ttft_ms),
-                             ("TPOT", "result_time_per_output_token_99.00_percentile_ns", limits.tpot_ms)):
+        return refused
+    # the checker's bounds: Server's, by the log's effective_scenario; one complaint for both p99s
+    judged = bench.token_limits.get(loadgen_scenario(scenario), limits)
+    over: list[str] = []
+    checker_fails = False
+    for what, key, bound, checked in (
+            ("TTFT", "result_first_token_99.00_percentile_latency_ns", limits.ttft_ms, judged.ttft_ms),
+            ("TPOT", "result_time_per_output_token_99.00_percentile_ns", limits.tpot_ms, judged.tpot_ms)):
         value = values.get(key)
         if value is None:
             broken.append(f"{name}: {r.run_dir.name}'s LoadGen log has no {what} p99 ({key})")
         elif value / 1e6 >= bound:
-            broken.append(f"{name}: {what} p99 {value / 1e6:,.1f} ms is not under {scenario}'s {bound:g} ms bound "
-                          f"({bench.checker_name})")
-    return broken
+            over.append(f"{what} p99 {value / 1e6:,.1f} ms is not under {scenario}'s {bound:g} ms bound")
+            checker_fails = checker_fails or value / 1e6 >= checked
+    if over:
+        line = f"{name}: {' and '.join(over)} ({bench.checker_name})"
+        if checker_fails:
+            broken.append(line)
+        else:
+            refused.loopholes.append(line + f"; the checker holds it to Server's {judged.ttft_ms:g}/{judged.tpot_ms:g} ms")
+    return refused
 
 
 def _loadgen_error_rules(name: str, r: RunData) -> list[str]:
@@ -476,25 +521,25 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
     runs = [_load(d) for d in run_dirs if not is_audit_folder(d)]
     if not runs:
         raise ConfigError("submission needs the performance and accuracy runs, not only audit folders")
-    desc, broken = system_description(runs, user, division, org)
+    desc, problems = system_description(runs, user, division, org)
+    refused = Refusals(problems)
     system_type = str(desc.get("system_type") or "")
-    broken += broken_rules(runs, division, audits, system_type if system_type in SYSTEM_TYPES else "")
+    refused += broken_rules(runs, division, audits, system_type if system_type in SYSTEM_TYPES else "")
     for r in runs:  # each result's measurements.json, as written below from its performance run
         if r.config["mode"] == "PerformanceOnly":
             benchmark, scenario = _key(r)
-            broken += measurements_problems(f"{benchmark}/{scenario}", _measurements(r, user))
+            refused.checker += measurements_problems(f"{benchmark}/{scenario}", _measurements(r, user))
+    broken, loopholes = sorted(refused.checker, key=_rule_group), sorted(refused.loopholes, key=_rule_group)
     root = out / division / _slug(org)
-    if broken and not force:
-        raise SubmissionRefused(
-            f"{len(broken)} rule(s) of the submission checker {version} broken, nothing written "
-            "(--force writes a marked folder):\n"
-            + "\n".join(f"  - {rule}" for rule in sorted(broken, key=_rule_group))
-        )
+    if refused and not force:
+        raise SubmissionRefused(_refusal_message(broken, loopholes, version), broken, loopholes)
     if root.exists() and any(root.iterdir()):
         raise OutputError(f"{root} already holds files: pass an empty -o folder")
     system = _slug(str(user.get("system_id") or desc["system_name"]))
     if broken:
         desc["harness_rules_broken"] = broken
+    if loopholes:
+        desc["harness_loopholes_refused"] = loopholes
     files: list[Path] = []
 
     def put(path: Path, text: str) -> None:
@@ -508,7 +553,10 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
         files.append(dst)
 
     put(root / "systems" / f"{system}.json", json.dumps(desc, indent=2) + "\n")
-    mark = "" if not broken else "NOT A VALID SUBMISSION (written with --force). Rules broken:\n" + "".join(f"- {b}\n" for b in broken) + "\n"
+    mark = "" if not refused else (
+        "NOT A VALID SUBMISSION (written with --force)." + "".join(
+            f" {head}:\n" + "".join(f"- {b}\n" for b in lines) for head, lines in
+            (("Rules broken", broken), ("Loopholes the checker lets through", loopholes)) if lines) + "\n")
     results: dict[tuple[str, str], dict[str, RunData]] = {}
     for r in runs:
         benchmark, scenario = _key(r)
@@ -542,9 +590,22 @@ def write_submission(run_dirs: list[Path], org: str, division: str, system_desc:
             else:
                 put(base / rel, content)
     put(root / "src" / "README.md", _src_readme(org, division, runs, audits, mark))
-    if broken:
+    if refused:
         put(root / "NOT_FOR_SUBMISSION.txt", mark)
-    return SubmissionResult(root, broken, True, files, skipped)
+    return SubmissionResult(root, broken, True, files, skipped, loopholes)
+
+
+def _refusal_message(broken: list[str], loopholes: list[str], version: str) -> str:
+    """The checker's complaints, then the loopholes it lets through, each list under its head."""
+    counts = [f"{len(broken)} rule(s) of the submission checker {version} broken"] if broken else []
+    if loopholes:
+        counts.append(f"{len(loopholes)} loophole(s) the checker lets through refused")
+    text = f"{' and '.join(counts)}, nothing written (--force writes a marked folder):\n"
+    text += "".join(f"  - {rule}\n" for rule in broken)
+    if loopholes:
+        text += "refused though the checker lets them through (each makes a false submission):\n"
+        text += "".join(f"  - {rule}\n" for rule in loopholes)
+    return text.rstrip("\n")
 
 
 def _src_readme(org: str, division: str, runs: list[RunData], audits: list[Audit], mark: str) -> str:

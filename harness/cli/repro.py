@@ -160,7 +160,10 @@ def submission(run_dirs: tuple[Path, ...], org: str, division: str, system_desc:
         err_console.print(f"[dim]skipped:[/] {note}", highlight=False, soft_wrap=True)
     for rule in result.broken:
         err_console.print(f"[yellow]rule broken:[/] {rule}", highlight=False, soft_wrap=True)
-    state = "[red]marked NOT_FOR_SUBMISSION[/]" if result.broken else "[green]all checked rules met[/]"
+    for rule in result.loopholes:
+        err_console.print(f"[yellow]loophole refused:[/] {rule}", highlight=False, soft_wrap=True)
+    state = ("[red]marked NOT_FOR_SUBMISSION[/]" if result.broken or result.loopholes
+             else "[green]all checked rules met[/]")
     console.print(f"wrote {len(result.files)} files under {result.root} · {state}", highlight=False)
 
 

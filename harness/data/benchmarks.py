@@ -4,12 +4,14 @@ A record is keyed by `name`, mlperf.conf's model name (what `--benchmark` takes 
 looks its conf keys up by: `llama3_1-8b`). It also owns the submission checker's name (the
 results folder's: `llama3.1-8b`) and the checker's other spellings of it, whether LoadGen
 measures token latencies for it and has `<name>-interactive` entries, its TTFT/TPOT bounds,
-its tokenizer's EOS id (TEST06), its dataset reader, scorer and accuracy.txt form, its sample
-counts, and its entries in the checker's v6.1 tables.
+its tokenizer's EOS id (TEST06), whether mlperf.conf pads its runs to equal issue, its
+dataset reader, scorer and accuracy.txt form, its sample counts, and its entries in the
+checker's v6.1 tables.
 
 Sources, read at mlcommons/inference commit b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 (LoadGen
 6.0.17); none of their code is copied:
     loadgen/mlperf.conf                      use_token_latencies, -interactive entries, bounds,
+                                             sample_concatenate_permutation,
                                              performance_sample_count (tests/data/
                                              test_benchmarks.py reads the installed LoadGen's)
     tools/submission/submission_checker/     MODEL_CONFIG["v6.1"] (models, model_mapping,
@@ -78,6 +80,11 @@ class Benchmark:
     token_latencies: bool = False
     # mlperf.conf `<name>-interactive.Server.ttft_latency`/`tpot_latency`: the Interactive scenario
     interactive: bool = False
+    # mlperf.conf `<name>.*.sample_concatenate_permutation = 1` (and its -interactive entry's):
+    # equal-issue padding, a performance run issues whole passes over the loaded samples. The
+    # v6.1 checker never reads it (requires_equal_issue is for v4.1), so `harness submission`
+    # refuses a run that turned it off
+    equal_issue: bool = False
     # LLM_LATENCY_LIMITS, the same as mlperf.conf's; the checker reads them by the log's
     # effective_scenario, which is Server in an Interactive folder: it applies the Server
     # bounds there (performance_check.py __init__ and llm_check). The harness checks Interactive's own.
@@ -165,7 +172,7 @@ RECORDS: tuple[Benchmark, ...] = (
         compliance=("TEST01", "TEST04"), metric=_SAMPLES),
     # model_mapping llama3_1-8b -> llama3.1-8b
     Benchmark(
-        "llama3_1-8b", "llama3.1-8b", 13_368, 13_368, token_latencies=True, interactive=True,
+        "llama3_1-8b", "llama3.1-8b", 13_368, 13_368, token_latencies=True, equal_issue=True, interactive=True,
         token_limits=_limits((2000, 100), (500, 30)), eos_token_id=_LLAMA3_EOS,
         dataset="llama3.1-8b", reader="rouge-json", scorer="rouge", accuracy_form="rouge-strings",
         offline_min_samples=13_368,
@@ -176,7 +183,8 @@ RECORDS: tuple[Benchmark, ...] = (
     # edge only; not in models_TEST06 (nor any other compliance list); a 5,000-sample CNN-DailyMail
     # file in cnn_eval.json's form, scored and printed as llama3.1-8b's
     Benchmark(
-        "llama3_1-8b-edge", "llama3.1-8b-edge", 5_000, 5_000, token_latencies=True, eos_token_id=_LLAMA3_EOS,
+        "llama3_1-8b-edge", "llama3.1-8b-edge", 5_000, 5_000, token_latencies=True, equal_issue=True,
+        eos_token_id=_LLAMA3_EOS,
         dataset="llama3.1-8b", reader="rouge-json", scorer="rouge", accuracy_form="rouge-strings",
         offline_min_samples=5_000,
         accuracy_targets=(*_rouge(39.06, 16.1147, 24.6375, 0.99), ("ROUGELSUM", 36.124 * 0.99),
@@ -188,7 +196,8 @@ RECORDS: tuple[Benchmark, ...] = (
     Benchmark(
         "llama2-70b", "llama2-70b-99.9", 24_576, 24_576,
         aliases=("llama2-70b-99", "llama2-70b-interactive-99", "llama2-70b-interactive-99.9"),
-        token_latencies=True, interactive=True, token_limits=_limits((2000, 200), (450, 40)), eos_token_id=2,
+        token_latencies=True, equal_issue=True, interactive=True, token_limits=_limits((2000, 200), (450, 40)),
+        eos_token_id=2,
         dataset="llama2-70b", reader="rouge-pickle", scorer="rouge", accuracy_form="rouge-numbers",
         offline_min_samples=24_576,
         accuracy_targets=(*_rouge(44.4312, 22.0352, 28.6162, 0.999), ("TOKENS_PER_SAMPLE", 294.45 * 0.9)),
@@ -196,15 +205,16 @@ RECORDS: tuple[Benchmark, ...] = (
         required=_OFFLINE_DC, optional=_SERVER_OR_INTERACTIVE, compliance=("TEST06",), metric=_TOKENS),
     # mlperf.conf still has it; MODEL_CONFIG v6.1 does not (OFFLINE_MIN_SPQ_SINCE_V4 gives its set's size)
     Benchmark(
-        "mixtral-8x7b", "mixtral-8x7b", 15_000, 15_000, in_checker=False, token_latencies=True,
+        "mixtral-8x7b", "mixtral-8x7b", 15_000, 15_000, in_checker=False, token_latencies=True, equal_issue=True,
         token_limits=_limits((2000, 200)), eos_token_id=2, offline_min_samples=15_000),
     # model_mapping llama3_1-405b -> llama3.1-405b; MODEL_CONFIG v6.1 does not list it
     Benchmark(
-        "llama3_1-405b", "llama3.1-405b", 8_313, 8_313, in_checker=False, token_latencies=True, interactive=True,
+        "llama3_1-405b", "llama3.1-405b", 8_313, 8_313, in_checker=False, token_latencies=True, equal_issue=True,
+        interactive=True,
         token_limits=_limits((6000, 175), (4500, 80)), eos_token_id=_LLAMA3_EOS, offline_min_samples=8_313),
     # DeepSeek-R1's <｜end▁of▁sentence｜>
     Benchmark(
-        "deepseek-r1", "deepseek-r1", 4_388, 4_388, token_latencies=True, interactive=True,
+        "deepseek-r1", "deepseek-r1", 4_388, 4_388, token_latencies=True, equal_issue=True, interactive=True,
         token_limits=_limits((2000, 80), (1500, 15)), eos_token_id=1,
         dataset="deepseek-r1", reader="exact-text-pickle", scorer="deepseek-r1", accuracy_form="exact-dict",
         offline_min_samples=4_388,
@@ -216,7 +226,7 @@ RECORDS: tuple[Benchmark, ...] = (
     # the closed division's Offline query (OFFLINE_MIN_SPQ_SINCE_V4). No EOS id: not in
     # models_TEST06, so TEST06 keeps the script's default.
     Benchmark(
-        "gpt-oss-120b", "gpt-oss-120b", 6_396, 6_396, token_latencies=True, interactive=True,
+        "gpt-oss-120b", "gpt-oss-120b", 6_396, 6_396, token_latencies=True, equal_issue=True, interactive=True,
         token_limits=_limits((3000, 80), (2000, 15)),
         dataset="gpt-oss", reader="exact-ids-parquet", scorer="gpt-oss", accuracy_form="exact-line",
         accuracy_sample_count=4_395, offline_min_samples=6_396,

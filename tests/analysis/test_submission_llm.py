@@ -3,7 +3,10 @@ Interactive scenario (LoadGen's Server with mlperf.conf's `<model>-interactive` 
 
 Real LoadGen runs against the in-test OpenAI server, named llama3_1-8b so LoadGen applies
 the benchmark's compiled-in mlperf.conf; short (min_duration_s under a second), so each
-breaks the 600 s rule, which the tests expect beside the rule they pin."""
+breaks the 600 s rule, which the tests expect beside the rule they pin. The harness's
+complaints are held one to one to the checker's; the loopholes it lets through (equal issue
+off, a lowered min_query_count, an accuracy run on a smaller set than it logs, an INVALID
+run outside early stopping) are the harness's own list, pinned apart."""
 
 from __future__ import annotations
 
@@ -50,13 +53,22 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "offline": _llm_run(root, "Offline", 5)}
 
 
-def _rules(paths: list[Path], tmp_path: Path, division: str = "open", system: dict | None = None) -> list[str]:
+def _refused(paths: list[Path], tmp_path: Path, division: str = "open",
+             system: dict | None = None) -> tuple[list[str], list[str]]:
+    """(the checker's complaints, the loopholes it lets through) as the harness names them."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     desc = tmp_path / "system.yaml"
     desc.write_text(yaml.safe_dump(SYSTEM if system is None else system))
     with pytest.raises(SubmissionRefused) as e:
         write_submission(paths, "Acme", division, desc, tmp_path / "out")
-    return [line[4:] for line in str(e.value).splitlines() if line.startswith("  - ")]
+    listed = [line[4:] for line in str(e.value).splitlines() if line.startswith("  - ")]
+    assert listed == e.value.checker + e.value.loopholes  # the message lists both, checker's first
+    return e.value.checker, e.value.loopholes
+
+
+def _rules(paths: list[Path], tmp_path: Path, division: str = "open", system: dict | None = None) -> list[str]:
+    """The checker's complaints only: one to one with its log."""
+    return _refused(paths, tmp_path, division, system)[0]
 
 
 def test_interactive_runs_as_loadgens_server_and_is_reported_as_interactive(runs):
@@ -96,7 +108,7 @@ def test_a_server_run_over_the_ttft_bound_is_named_as_such(runs, tmp_path):
     "Early stopping condition was not met" (LoadGen's INVALID), "Failed extra check for TTFT
     and TPOT ... TTFT 99-tile: 2107414222 ... Required: 2000000000", "Test duration less than
     600s", and no accuracy folder."""
-    rules = _rules([runs["server"]], tmp_path)
+    rules, loopholes = _refused([runs["server"]], tmp_path)
     joined = "\n".join(rules)
     assert len(rules) == 4, rules
     assert "LoadGen judged" in joined and "early stopping" in joined
@@ -104,15 +116,25 @@ def test_a_server_run_over_the_ttft_bound_is_named_as_such(runs, tmp_path):
     assert "TPOT p99" not in joined  # 2 ms against 100 ms
     assert "min duration 0.5 s is under the official 600 s" in joined
     assert "no AccuracyOnly run" in joined
+    # the run's short min_query_count, which the checker lets through: the harness's own refusal
+    assert len(loopholes) == 1, loopholes
+    assert loopholes[0] == (f"llama3_1-8b/Server: {runs['server'].name}/run.yaml sets min_query_count: 20: "
+                            "min_query_count 20 is under mlperf.conf's 100 for llama3_1-8b Server (the checker "
+                            "lets it through); remove that setting")
 
 
 def test_an_interactive_run_is_held_to_interactives_bounds(runs, tmp_path):
     """The checker reads the bounds by the log's effective_scenario (Server): it logged "TTFT
     target: 2000000000, TTFT: 706146308 ... Scenario: Server" for such a run and passed it.
     Interactive's own bound is 500 ms."""
-    joined = "\n".join(_rules([runs["interactive"]], tmp_path))
-    assert "llama3_1-8b/Interactive: TTFT p99" in joined and "is not under Interactive's 500 ms bound" in joined
-    assert "Server's 2000 ms" not in joined
+    rules, loopholes = _refused([runs["interactive"]], tmp_path)
+    assert not any("TTFT p99" in r for r in rules), rules  # the checker passes it
+    # LoadGen's early stopping judged by Interactive's bound: the checker's "Early stopping
+    # condition was not met", named by LoadGen's INVALID
+    assert any(r.startswith("llama3_1-8b/Interactive: LoadGen judged") for r in rules), rules
+    over = [r for r in loopholes if "TTFT p99" in r]
+    assert len(over) == 1 and "is not under Interactive's 500 ms bound (llama3.1-8b)" in over[0], loopholes
+    assert over[0].endswith("the checker holds it to Server's 2000/100 ms")
 
 
 def test_a_datacenter_llm_needs_offline_and_one_of_server_or_interactive(runs, tmp_path):
@@ -263,3 +285,69 @@ decoded with SmolLM2's tokenizer: the score is of that decoding), and a TEST06 a
     assert verify[:3] == ["First token check pass: True", "EOS check pass: True", "Sample length check pass: True"]
     assert (scen / "TEST06" / "accuracy" / "mlperf_log_accuracy.json").is_file()
     assert (scen / "accuracy" / "mlperf_log_accuracy.json").is_file() and (scen / "performance" / "run_1").is_dir()
+
+
+def _conf_run(root: Path, mode: str, scenario: str, conf: str, **settings) -> Path:
+    """A short llama3_1-8b run with a user.conf, as a user sets LoadGen's keys."""
+    user_conf = root / f"user-{scenario}-{mode}.conf"
+    user_conf.parent.mkdir(parents=True, exist_ok=True)
+    user_conf.write_text(conf + "\n")
+    load = {"offline_expected_qps": 40} if scenario == "Offline" else {"target_qps": 40}
+    ids = lambda piece: [100 + len(piece)]  # noqa: E731  token ids in the answers: accuracy mode logs them
+    with ServerThread(openai_app(Timing(ttft_ms=5, tpot_ms=2, tokens=6), token_ids=ids)) as srv:
+        config = RunConfig(backend="http", scenario=scenario, mode=mode, benchmark="llama3_1-8b",
+                           dataset="synthetic:isl=16,osl=6,n=32", user_conf=str(user_conf),
+                           backend_options={"protocol": "openai-completions", "url": srv.url + "/v1"},
+                           **(load | settings))
+        return runner.run(config, root).run_dir
+
+
+def test_equal_issue_padding_turned_off_is_refused_though_the_checker_lets_it_through(tmp_path):
+    """mlperf.conf turns sample_concatenate_permutation on for llama3_1-8b; the v6.1 checker's
+    equal_issue_check applies to v4.1 only, so a run with it off passes there."""
+    conf = "llama3_1-8b.Server.sample_concatenate_permutation = 0"
+    run_dir = _conf_run(tmp_path, "PerformanceOnly", "Server", conf, min_duration_s=0.5)
+    assert read_detail(run_dir)[0]["effective_sample_concatenate_permutation"] is False
+    rules, loopholes = _refused([run_dir], tmp_path / "sub")
+    assert not any("sample_concatenate_permutation" in r or "equal-issue" in r for r in rules), rules
+    path = tmp_path / "user-Server-PerformanceOnly.conf"
+    assert loopholes == [f"llama3_1-8b/Server: user-Server-PerformanceOnly.conf ({path}) sets {conf}: MLPerf's "
+                         "equal-issue padding is off (mlperf.conf turns it on for this benchmark; the checker does "
+                         "not look); remove that setting"], loopholes
+
+
+def test_a_lowered_offline_min_query_count_is_refused_in_the_open_division(runs, tmp_path):
+    """mlperf.conf asks 13,368 samples of a llama3_1-8b Offline query; the checker counts them
+    in the closed division only (its effective min_query_count is 1)."""
+    rules, loopholes = _refused([runs["offline"]], tmp_path)
+    assert not any("samples in the Offline query" in r for r in rules), rules
+    assert (f"llama3_1-8b/Offline: {runs['offline'].name}/run.yaml sets min_query_count: 20: min_query_count 20 is "
+            "under mlperf.conf's 13,368 for llama3_1-8b Offline (the checker lets it through); remove that setting"
+            ) in loopholes, loopholes
+
+
+def test_an_accuracy_run_on_a_smaller_set_than_it_logs_is_refused(tmp_path):
+    """accuracy_sample_count_override = 13,368 on a 32-sample set: LoadGen logs 13,368 (what
+    the checker's dataset_check reads) but issues the 32 it has."""
+    conf = "llama3_1-8b.Offline.accuracy_sample_count_override = 13368"
+    run_dir = _conf_run(tmp_path, "AccuracyOnly", "Offline", conf)
+    assert read_detail(run_dir)[0]["effective_accuracy_sample_count"] == 13_368
+    rules, loopholes = _refused([run_dir], tmp_path / "sub")
+    assert not any("covers" in r for r in rules), rules  # the logged count is the checker's
+    path = tmp_path / "user-Offline-AccuracyOnly.conf"
+    assert loopholes == [f"llama3_1-8b/Offline: the accuracy run {run_dir.name} logs 13,368 accuracy samples but "
+                         f"LoadGen issued 32 distinct ones (user-Offline-AccuracyOnly.conf ({path}) sets {conf}, "
+                         "above its dataset; the checker reads the logged count): run on the whole dataset, without "
+                         "that override"], loopholes
+
+
+def test_an_invalid_offline_run_is_refused_though_the_checker_never_reads_validity(tmp_path):
+    """32 samples cannot fill a 60 s minimum duration: LoadGen's INVALID, which the checker
+    never reads in Offline (no early stopping there); the harness refuses it all the same."""
+    run_dir = _conf_run(tmp_path, "PerformanceOnly", "Offline", "# nothing", min_duration_s=60,
+                        min_query_count=20)  # (a loophole of its own, beside this one)
+    assert json.loads((run_dir / "summary.json").read_text())["validity"]["result"] == "INVALID"
+    rules, loopholes = _refused([run_dir], tmp_path / "sub")
+    assert not any("LoadGen judged" in r for r in rules), rules
+    assert any(r.startswith(f"llama3_1-8b/Offline: LoadGen judged {run_dir.name} INVALID: ")
+               and r.endswith("(the checker does not read LoadGen's verdict)") for r in loopholes), loopholes

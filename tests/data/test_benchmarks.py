@@ -100,7 +100,8 @@ _READ_CONF = (
     "ts = lg.TestSettings(); rc = ts.FromConfig(p.name, sys.argv[1], sys.argv[2], 1)\n"
     "print(json.dumps({'rc': rc, 'use_token_latencies': ts.use_token_latencies, 'ttft_ns': ts.ttft_latency,"
     " 'tpot_ns': ts.tpot_latency, 'performance_sample_count': ts.performance_sample_count_override,"
-    " 'accuracy_sample_count': ts.accuracy_sample_count_override}))\n"
+    " 'accuracy_sample_count': ts.accuracy_sample_count_override,"
+    " 'equal_issue': ts.sample_concatenate_permutation}))\n"
 )
 
 
@@ -120,9 +121,11 @@ def test_the_record_is_loadgens_mlperf_conf(record: Benchmark):
     assert offline["use_token_latencies"] == record.token_latencies
     assert offline["performance_sample_count"] == record.performance_sample_count
     assert offline["accuracy_sample_count"] == (record.accuracy_sample_count or 0)
+    assert offline["equal_issue"] == record.equal_issue
     # `<name>-interactive` entries exist exactly when the record says it has Interactive
     interactive = mlperf_conf(f"{record.name}-interactive", "Server")
     assert interactive["use_token_latencies"] == record.interactive
+    assert interactive["equal_issue"] == (record.equal_issue and record.interactive)
     assert ("Interactive" in record.token_limits) == record.interactive
     # bounds of its own, or (no Server bounds in the record) the ones every model gets
     server = mlperf_conf(record.name, "Server")
