@@ -114,7 +114,8 @@ class HttpBackend(StreamingBackend):
         self.redact_text = None
         self.output_ids_source = "server"
         self.tokenizer_hint = (
-            "set the http backend's tokenizer to the model's .gguf file (--set tokenizer=PATH.gguf), "
+            "set the http backend's tokenizer to the model's .gguf file or tokenizer folder "
+            "(--set tokenizer=PATH.gguf or tokenizer=FOLDER, the folder with tokenizer.json), "
             "or serve with a server that returns token ids (vLLM: return_token_ids)"
         )
 

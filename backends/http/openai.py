@@ -77,7 +77,7 @@ class OpenAIProtocol(HttpProtocol):
     def failure_hint(self, status: int, probe: bool = False) -> str:
         if not probe and self.ask_ids and status in (400, 422):  # a server that refuses vLLM's field
             return ("(accuracy mode asks for return_token_ids; with a server that refuses it, "
-                    "set server_token_ids=false and tokenizer=PATH.gguf)")
+                    "set server_token_ids=false and tokenizer=PATH.gguf or FOLDER)")
         base = self.bound.base
         if status != 404 or base.rstrip("/").endswith("/v1"):
             return ""

@@ -38,8 +38,10 @@ class BaseHttpOptions(StreamingOptions):
         default_factory=dict, description="URL query parameters whose values come from environment variables: {name: ENV_VAR}"
     )
     tokenizer: str | None = Field(
-        None, description="local token counting: 'whitespace' or a .gguf file (needs llama-cpp-python); "
-        "a .gguf also turns answers into token ids in accuracy mode when the server sends none"
+        None, description="local token counting: 'whitespace', a .gguf file (needs llama-cpp-python) or a local "
+        "Hugging Face tokenizer folder with tokenizer.json (needs transformers; never downloaded); a .gguf or a "
+        "folder also counts chat prompts through its chat template and turns answers into token ids in accuracy "
+        "mode when the server sends none"
     )
     warmup_requests: int = Field(1, ge=0, description="requests sent at once before the timed test (opens as many pooled connections)")
     check_server: bool = Field(True, description="query the server's model metadata at load")

