@@ -1,6 +1,6 @@
 """A remote model behind HTTP, in one of the wire protocols of backends/http/protocols
-(KServe v2, templated JSON, the OpenAI completions/chat APIs, streaming SSE or not) or a
-third party's (the `harness.http_protocols` entry-point group).
+(KServe v2 over HTTP or gRPC, templated JSON, the OpenAI completions/chat APIs, streaming
+SSE or not) or a third party's (the `harness.http_protocols` entry-point group).
 
 The backend only knows *how* to send: it turns a sample into a request body (`prepare`,
 at QSL load time, so the timed path posts ready bytes) and a response into `Chunk`s
@@ -35,6 +35,11 @@ summary groups failures by reason:
     server_error      an error object inside a 200 stream
     empty_output      a well-formed answer with no content
     truncated_stream  the stream ended (or broke) before [DONE] or a finish_reason
+    grpc_<STATUS>     gRPC (kserve-v2-grpc): a status that is not OK, e.g. grpc_NOT_FOUND,
+                      grpc_INVALID_ARGUMENT, grpc_UNAVAILABLE (one that could not connect
+                      is `connect`, DEADLINE_EXCEEDED is `timeout`); the detail is its details
+    malformed_protobuf  gRPC: an answer that is not the protobuf message the protocol promises
+    not_ready         gRPC, at load: ServerReady answered false
 
 The event-loop SUT adds its own, in accuracy mode: no_token_ids, short_output,
 malformed_token_ids, tokenize (harness.child.stream_sut).
@@ -48,9 +53,11 @@ The package:
     backend.py       the transport: load, prepare, send, retry, stream (HttpBackend), and
                      its options, the union of the protocols' keyed by `protocol` (HttpOptions)
     options.py       the options every protocol shares (BaseHttpOptions)
-    protocol.py      what a protocol is (HttpProtocol), which the transport asks
+    protocol.py      what a protocol is (HttpProtocol), which the transport asks, and what
+                     carries its requests (Transport: the client below, or the protocol's own)
     registry.py      the protocols by name: protocols/, then the entry points
     protocols/       one module per protocol: its options, endpoint, encoding, decoding
+                     (and a .proto a gRPC protocol compiles at load)
     openai.py        what the two OpenAI protocols share
     wire.py          shared wire formats: redaction, OpenAI's SSE, tool calls and usage
     tokenizer.py     local token counting (the `tokenizer` option)

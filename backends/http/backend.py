@@ -32,9 +32,8 @@ from backends.base import (
     StreamingBackend,
     TensorSpec,
 )
-from backends.http.client import HttpClient
 from backends.http.options import BaseHttpOptions
-from backends.http.protocol import Bound, HttpProtocol
+from backends.http.protocol import Bound, HttpProtocol, Transport, TransportSettings
 from backends.http.registry import get as protocol_class
 from backends.http.registry import options_class, protocols
 from backends.http.tokenizer import Tokenizer
@@ -94,15 +93,20 @@ class HttpBackend(StreamingBackend):
     def __init__(self, options: BaseHttpOptions) -> None:
         super().__init__(options)
         o = options
+        cls = protocol_class(o.protocol)
+        missing = cls.missing()
+        if missing:
+            hint = cls.install_hint or f"pip install {' '.join(missing)}"
+            raise BackendError(f"protocol {o.protocol} needs {', '.join(missing)}, which is not installed: {hint}")
         #: the protocol the options name (their class is that protocol's Options)
-        self._protocol: HttpProtocol = protocol_class(o.protocol)(o)
+        self._protocol: HttpProtocol = cls(o)
         self.max_in_flight = o.max_in_flight
         self.token_source = "tokenizer" if o.tokenizer else "chunks"
         self.sends_token_ids = self._protocol.sends_token_ids
         self.retries_total = 0
         self.requests_retried = 0
         self.resent_on_closed_connection = 0
-        self._client: HttpClient | None = None
+        self._client: Transport | None = None
         self._server: dict[str, Any] = {}
         self._inputs: list[TensorSpec] = []
         self._outputs: list[TensorSpec] = []
@@ -175,6 +179,8 @@ class HttpBackend(StreamingBackend):
                     f"server at {_public(url)} answered {r.status}{' ' + hint if hint else ''}: {self._redact.excerpt(text)}"
                 )
             meta = json.loads(text)
+        except RequestFailed as e:  # a transport's own answer (a gRPC status)
+            raise BackendError(f"server at {_public(url)} answered {e.reason}: {self._redact.excerpt(e.detail)}") from e
         except (ClientError, asyncio.TimeoutError, json.JSONDecodeError) as e:
             raise BackendError(
                 f"cannot read model metadata from {_public(url)}: {type(e).__name__}: {self._redact.excerpt(str(e))} "
@@ -217,12 +223,12 @@ class HttpBackend(StreamingBackend):
         return self._protocol.input_token_method
 
     # --- the connection pool lives on the SUT's event loop -------------------------------
-    def _client_for(self, url: str, limit: int, total_timeout: float) -> HttpClient:
+    def _client_for(self, url: str, limit: int, total_timeout: float) -> Transport:
         o = self.options
-        return HttpClient(
+        return self._protocol.transport(TransportSettings(
             url, limit=limit, headers=self._headers(), connect_timeout=o.connect_timeout_s,
             read_timeout=o.read_timeout_s, total_timeout=total_timeout, verify_tls=o.verify_tls,
-        )  # fmt: skip
+        ))  # fmt: skip
 
     async def open(self) -> None:
         """Create the connection pool on the running loop (it belongs to that loop)."""
@@ -275,6 +281,8 @@ class HttpBackend(StreamingBackend):
                 failure, retryable = RequestFailed("timeout", excerpt(_timeout_text(e, o))), False
             except PayloadError as e:
                 failure, retryable = RequestFailed("truncated_stream", excerpt(str(e))), False
+            except RequestFailed as e:  # a transport's own reason (a gRPC status): not retried
+                failure, retryable = RequestFailed(e.reason, excerpt(e.detail)), False
             if not retryable or attempt >= o.retries:
                 raise failure
             attempt += 1

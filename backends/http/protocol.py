@@ -10,6 +10,8 @@ A protocol holds, for one kind of server:
     encode           a sample -> the request's body, before the timed test
     stream_parser    the answer's body, read by read, -> Chunks (None: read whole, `decode`)
     decode           a whole answer's body -> Chunks
+    transport        what carries its requests: the HTTP/1.1 client, unless it speaks another
+                     wire (gRPC) and brings its own (a `Transport`)
 
 The transport (backends.http.backend) owns sending, retries, timeouts and redaction;
 the event-loop SUT owns timing. One instance is made per backend, from its options, and
@@ -18,6 +20,7 @@ the event-loop SUT owns timing. One instance is made per backend, from its optio
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -35,7 +38,7 @@ from backends.http.wire import _squash
 from harness.errors import RequestFailed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable, Mapping
 
     from backends.http.options import BaseHttpOptions
     from backends.http.tokenizer import Tokenizer
@@ -51,6 +54,52 @@ class StreamParser(Protocol):
     def finish(self) -> list[Chunk]: ...
 
     def verify(self) -> None: ...
+
+
+class Answer(Protocol):
+    """One answer as a transport gives it: its status and headers, then its body
+    (backends.http.client.Response is one)."""
+
+    status: int
+    headers: Mapping[str, str]
+
+    def iter_any(self) -> AsyncIterator[bytes]: ...
+
+    async def read(self) -> bytes: ...
+
+    async def text(self, errors: str = "strict") -> str: ...
+
+    def release(self) -> None: ...
+
+
+class Transport(Protocol):
+    """What carries a protocol's requests, made on the SUT's event loop and used only
+    there: by default the keep-alive HTTP/1.1 client (backends.http.client.HttpClient). A
+    protocol on another wire brings its own (HttpProtocol.transport); the backend's retry
+    loop, timeouts and failure reasons work over either. A request that fails raises what
+    the HTTP client raises (ConnectError, Disconnected, asyncio.TimeoutError, PayloadError:
+    connect, disconnected, timeout, truncated_stream), or RequestFailed with the wire's own
+    reason, which is not retried."""
+
+    #: requests sent again on a fresh connection after a stale one closed (describe())
+    resent: int
+
+    async def request(self, method: str, path: str, body: bytes = b"", headers: bytes = b"") -> Answer: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TransportSettings:
+    """The options a transport is made from, as the backend resolved them."""
+
+    url: str
+    limit: int  # most connections (0: no limit)
+    headers: dict[str, str]
+    connect_timeout: float
+    read_timeout: float
+    total_timeout: float
+    verify_tls: bool
 
 
 @dataclass(frozen=True)
@@ -93,6 +142,14 @@ class HttpProtocol:
     gives: ClassVar[OutputKind] = "text"
     #: the type of every body `encode` makes
     content_type: ClassVar[str] = "application/json"
+    #: modules it needs beyond the backend's own, and the command that installs them
+    requires: ClassVar[tuple[str, ...]] = ()
+    install_hint: ClassVar[str] = ""
+
+    @classmethod
+    def missing(cls) -> tuple[str, ...]:
+        """Its `requires` that are not installed here."""
+        return tuple(m for m in cls.requires if importlib.util.find_spec(m) is None)
 
     def __init__(self, options: BaseHttpOptions) -> None:
         self.options = options
@@ -123,6 +180,16 @@ class HttpProtocol:
     sends_token_ids: bool = False
 
     # --- where requests go --------------------------------------------------------------
+    def transport(self, settings: TransportSettings) -> Transport:
+        """What carries its requests, made on the running loop: the HTTP/1.1 client."""
+        from backends.http.client import HttpClient
+
+        s = settings
+        return HttpClient(
+            s.url, limit=s.limit, headers=s.headers, connect_timeout=s.connect_timeout,
+            read_timeout=s.read_timeout, total_timeout=s.total_timeout, verify_tls=s.verify_tls,
+        )  # fmt: skip
+
     def endpoint(self, base: str) -> str:
         """The URL requests are posted to; default: the base URL itself."""
         return base

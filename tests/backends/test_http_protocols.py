@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
@@ -30,6 +31,7 @@ from harness.config.run_config import RunConfig, validate_backend_options
 from harness.data.embedded import digits_test_split
 from harness.errors import ConfigError
 from harness.run import runner
+from tests.support.grpc_servers import KServeGrpcServer
 from tests.support.http_servers import ServerThread, Timing, kserve_app, openai_app
 
 pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
@@ -41,9 +43,11 @@ ANSWER = "one transport and one loop"
 @dataclass
 class Case:
     """One protocol's round trip: a server, the options that reach it, a sample, and the
-    check of the decoded chunks (what the server is known to have answered)."""
+    check of the decoded chunks (what the server is known to have answered). The server is
+    an aiohttp app (served by ServerThread) or, for another wire, a context manager that
+    serves and has a `url` (tests/support/grpc_servers.py)."""
 
-    app: web.Application
+    app: web.Application | AbstractContextManager[Any]
     options: Callable[[str], dict[str, Any]]  # the server's URL -> the protocol's options
     sample: Sample
     check: Callable[[list[Chunk]], None]
@@ -81,6 +85,16 @@ def _kserve(tmp_path: Path, model: Path) -> Case:
     return Case(kserve_app(model), lambda url: {"url": url, "model_name": "digits"}, sample, check)
 
 
+def _kserve_grpc(tmp_path: Path, model: Path) -> Case:
+    sample, truth = _digits(model)
+
+    def check(chunks: list[Chunk]) -> None:
+        (out,) = [c.output for c in chunks if c.output is not None]
+        np.testing.assert_allclose(out, truth, rtol=0, atol=1e-6)
+
+    return Case(KServeGrpcServer(model), lambda url: {"url": url, "model_name": "digits"}, sample, check)
+
+
 def _json(tmp_path: Path, model: Path) -> Case:
     sample, truth = _digits(model)
     template = tmp_path / "v2.json"
@@ -99,6 +113,7 @@ CASES: dict[str, Callable[[Path, Path], Case]] = {
     "openai-chat": lambda t, m: _openai(t, m, PromptSample(messages=({"role": "user", "content": QUESTION},))),
     "openai-completions": lambda t, m: _openai(t, m, PromptSample(QUESTION)),
     "kserve-v2": _kserve,
+    "kserve-v2-grpc": _kserve_grpc,
     "json": _json,
 }
 
@@ -113,7 +128,7 @@ async def _collect(backend: HttpBackend, sample: Sample) -> list[Chunk]:
 def round_trip(name: str, case: Case) -> None:
     """The case's sample, encoded, sent and decoded through protocol `name`, each variant."""
     protocol = registry.get(name)
-    with ServerThread(case.app) as srv:
+    with ServerThread(case.app) if isinstance(case.app, web.Application) else case.app as srv:
         for variant in case.variants:
             options = HttpOptions(protocol=name, **case.options(srv.url), **variant)
             assert type(options) is protocol.Options  # the union picked the protocol's own options

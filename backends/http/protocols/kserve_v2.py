@@ -30,7 +30,7 @@ class KServeV2Options(BaseHttpOptions):
     @model_validator(mode="after")
     def _model_named(self) -> KServeV2Options:
         if not self.model_name:
-            raise ValueError("protocol kserve-v2 needs model_name")
+            raise ValueError(f"protocol {self.protocol} needs model_name")
         return self
 
 
