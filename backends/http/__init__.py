@@ -1,5 +1,6 @@
 """A remote model behind HTTP, in one of the wire protocols of backends/http/protocols
-(KServe v2, templated JSON, the OpenAI completions/chat APIs, streaming SSE or not) or a
+(KServe v2, templated JSON, the OpenAI completions/chat APIs, streaming SSE or not,
+rerank) or a
 third party's (the `harness.http_protocols` entry-point group).
 
 The backend only knows *how* to send: it turns a sample into a request body (`prepare`,
@@ -35,6 +36,9 @@ summary groups failures by reason:
     server_error      an error object inside a 200 stream
     empty_output      a well-formed answer with no content
     truncated_stream  the stream ended (or broke) before [DONE] or a finish_reason
+    rerank_index      a rerank result's index out of range, given twice, or not an integer
+    rerank_count      rerank results more than the documents (or fewer, without top_n)
+    rerank_score      a rerank result's score that is not a finite number
 
 The event-loop SUT adds its own, in accuracy mode: no_token_ids, short_output,
 malformed_token_ids, tokenize (harness.child.stream_sut).
