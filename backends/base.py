@@ -34,10 +34,12 @@ STREAMING_KINDS: tuple[str, ...] = get_args(StreamingKind)
 #: how a streaming backend counts tokens when the server reports no usage
 TokenSource = Literal["chunks", "tokenizer", "model"]
 #: what a streaming backend takes, per sample: a prompt (text or token ids), a chat (a
-#: prompt's messages, or a session's turns built at dispatch), tensors, or audio
-InputKind = Literal["prompt", "chat", "tensor", "audio"]
-#: what it gives back: a stream of tokens, a tensor, a vector (an embedding), or one text
-OutputKind = Literal["tokens", "tensor", "vector", "text"]
+#: prompt's messages, or a session's turns built at dispatch), tensors, audio, or a
+#: query with the documents to rank against it (RankSample)
+InputKind = Literal["prompt", "chat", "tensor", "audio", "rank"]
+#: what it gives back: a stream of tokens, a tensor, a vector (an embedding), one text, or
+#: a ranking (a relevance score per document, in the documents' order)
+OutputKind = Literal["tokens", "tensor", "vector", "text", "ranking"]
 
 
 class BackendOptions(BaseModel):
@@ -121,10 +123,22 @@ class PromptSample:
         return list(self.messages) if self.messages else [{"role": "user", "content": self.prompt}]
 
 
+@dataclass(frozen=True)
+class RankSample:
+    """A rerank request's input: one query and the documents to score against it. The
+    datasets' rows (harness.data.rerank) add the relevance labels that scoring reads."""
+
+    query: str
+    documents: tuple[str, ...]
+    _: KW_ONLY
+    #: the generator's input length (query and documents, in words or the tokenizer's tokens)
+    target_input_tokens: int = 0
+
+
 #: one sample of a tensor dataset: input name -> array, without the batch dimension
 TensorSample = Mapping[str, np.ndarray]
 #: what `StreamingBackend.prepare` receives
-Sample = PromptSample | TensorSample
+Sample = PromptSample | TensorSample | RankSample
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """A remote model behind HTTP, in one of the wire protocols of backends/http/protocols
 (KServe v2 over HTTP or gRPC, templated JSON, the OpenAI completions/chat APIs, streaming
-SSE or not) or a third party's (the `harness.http_protocols` entry-point group).
+SSE or not, rerank) or a third party's (the `harness.http_protocols` entry-point group).
 
 The backend only knows *how* to send: it turns a sample into a request body (`prepare`,
 at QSL load time, so the timed path posts ready bytes) and a response into `Chunk`s
@@ -40,6 +40,9 @@ summary groups failures by reason:
                       is `connect`, DEADLINE_EXCEEDED is `timeout`); the detail is its details
     malformed_protobuf  gRPC: an answer that is not the protobuf message the protocol promises
     not_ready         gRPC, at load: ServerReady answered false
+    rerank_index      a rerank result's index out of range, given twice, or not an integer
+    rerank_count      rerank results more than the documents (or fewer, without top_n)
+    rerank_score      a rerank result's score that is not a finite number
 
 The event-loop SUT adds its own, in accuracy mode: no_token_ids, short_output,
 malformed_token_ids, tokenize (harness.child.stream_sut).

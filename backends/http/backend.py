@@ -80,6 +80,7 @@ class PreparedRequest:
     body: bytes
     input_tokens: int  # counted locally (tokenizer) or the generator's target; 0 unknown
     headers: bytes = b""  # this request's own header lines (a session's affinity header)
+    expected: Any = None  # what the answer is checked against (HttpProtocol.expected)
 
 
 class HttpBackend(StreamingBackend):
@@ -215,7 +216,8 @@ class HttpBackend(StreamingBackend):
 
     # --- prepare: sample -> request body, before the timed test -----------------------
     def prepare(self, sample: Sample) -> PreparedRequest:
-        return PreparedRequest(self._protocol.encode(sample), self._protocol.input_tokens(sample))
+        p = self._protocol
+        return PreparedRequest(p.encode(sample), p.input_tokens(sample), expected=p.expected(sample))
 
     @property
     def input_token_method(self) -> str:
@@ -303,7 +305,7 @@ class HttpBackend(StreamingBackend):
                 parser.verify()  # after the chunks went on: a failed request keeps them (tool calls)
             else:
                 raw = await resp.read()
-                for chunk in self._protocol.decode(raw):
+                for chunk in self._protocol.decode_against(raw, sample.expected):
                     yield chunk
                     if chunk.tool_calls:  # after the calls went on, as for a stream
                         _check_calls(chunk.tool_calls, excerpt)

@@ -9,7 +9,8 @@ A protocol holds, for one kind of server:
     endpoint         the path requests go to, and `metadata_url`, the probe read at load
     encode           a sample -> the request's body, before the timed test
     stream_parser    the answer's body, read by read, -> Chunks (None: read whole, `decode`)
-    decode           a whole answer's body -> Chunks
+    decode           a whole answer's body -> Chunks (`decode_against`: checked against
+                     what `expected` found in its sample, e.g. a count of documents)
     transport        what carries its requests: the HTTP/1.1 client, unless it speaks another
                      wire (gRPC) and brings its own (a `Transport`)
 
@@ -234,6 +235,15 @@ class HttpProtocol:
 
     def decode(self, raw: bytes) -> list[Chunk]:  # pragma: no cover - interface
         raise NotImplementedError(f"protocol {self.name} does not decode answers")
+
+    def expected(self, sample: Sample) -> Any:
+        """What an answer to `sample` is checked against (a rerank: its count of documents),
+        found when the request is prepared and handed to `decode_against`; None: nothing."""
+        return None
+
+    def decode_against(self, raw: bytes, expected: Any) -> list[Chunk]:
+        """A whole answer -> Chunks, checked against what `expected` found; default: `decode`."""
+        return self.decode(raw)
 
     def json_body(self, raw: bytes) -> Any:
         """A whole answer's JSON; malformed_json when it is none."""

@@ -206,6 +206,9 @@ def run_test(run_dir: Path, lifeline: Lifeline | None = None) -> dict[str, Any]:
 
         np.save(run_dir / folder.LABELS, np.asarray(dataset.labels))
     write_references(run_dir, getattr(dataset, "source", None), backend)
+    ranking = getattr(getattr(dataset, "source", None), "ranking_truth", None)
+    if ranking is not None:  # a rerank dataset: what documents/s and the ranking's score read
+        folder.write_text(run_dir / folder.RANKING, json.dumps(ranking()))
 
     t0 = time.perf_counter()
     response_format = None

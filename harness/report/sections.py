@@ -128,6 +128,13 @@ def _accuracy(v: View) -> list[Block]:
     return [Note(f"accuracy {acc['metric']}: {acc['value'] * 100:.2f}% of {acc['scored_samples']:,} samples")]
 
 
+def _rerank(v: View) -> list[Block]:
+    from harness.report.rerank_view import rerank_notes, rerank_table
+
+    section = v.summary["rerank"]
+    return [Table(rerank_table(section)), *(Note(n) for n in rerank_notes(section))]
+
+
 def _latency_timed(v: View) -> bool:
     return _samples(v) and v.summary["run"]["scenario"] != "Offline"
 
@@ -311,6 +318,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("throughput", "throughput", _always, lambda v: [Table(fig.throughput_table(v.summary))]),
     Section("answers", "answers' accuracy", _answers_scored, _answers),
     Section("accuracy", "accuracy", _accuracy_scored, _accuracy),
+    Section("rerank", "rerank", _has("rerank"), _rerank),
     Section("latency", "latency", _latency_timed, _latency),
     Section("validity", "validity", _always, lambda v: [Table(fig.validity_table(v.summary))], FILES),
     Section("reliability", "reliability", _always, lambda v: [Table(fig.reliability_table(v.summary))], FILES),

@@ -19,6 +19,8 @@ optional and absent.
     cost.json             cost per request and per successful task (COST)
     references.json       a text-scored dataset's references, metrics, file sha256 and the
                           tokenizer the logged ids decode with (REFERENCES; text_accuracy)
+    ranking.json          a rerank dataset's documents per sample and relevance labels (RANKING;
+                          harness.results.rerank)
     mlperf_log_*          LoadGen's own logs (LOADGEN_*)
     aggregate.json        in a --repeat folder: the runs and their aggregate (AGGREGATE)
 """
@@ -59,6 +61,7 @@ SWEEP_PLAN = "sweep.yaml"  # a sweep or capacity folder (harness.run.sweep): wha
 SWEEP = "sweep.json"  # ... and one entry per finished point
 LABELS = "labels.npy"  # the dataset's labels, for accuracy from mlperf_log_accuracy.json
 REFERENCES = "references.json"  # a prompt dataset's references, for text accuracy (harness.results.text_accuracy)
+RANKING = "ranking.json"  # a rerank dataset's documents and labels (harness.results.rerank)
 LOADGEN_SUMMARY = "mlperf_log_summary.txt"
 LOADGEN_DETAIL = "mlperf_log_detail.txt"
 LOADGEN_ACCURACY = "mlperf_log_accuracy.json"

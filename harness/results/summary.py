@@ -26,6 +26,7 @@ from harness.results.text_accuracy import summary_section as text_accuracy
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
+from harness.results.rerank import rerank_section
 from harness.results.schedule import schedule_section
 from harness.results.schedule_lag import lag_section
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
@@ -154,7 +155,8 @@ _SHAPE: dict[str, tuple[type, dict[str, tuple[type, ...]]]] = {
 #: the harness section's figures, present whenever it counted samples
 _COUNTED = {"succeeded": (int,), "failed": (int,), "success_rate": (int, float), "failures_by_reason": (dict,),
             "latency_ms": (dict,), "queue_ms": (dict,), "service_ms": (dict,)}
-_OPTIONAL = ("agreement", "schedule", "tokens", "accuracy", "text_accuracy", "timings_s", "sut", "backend", "dataset")
+_OPTIONAL = ("agreement", "schedule", "tokens", "accuracy", "text_accuracy", "timings_s", "sut", "backend", "dataset",
+             "rerank")
 
 
 #: sections of figures, less their keys that hold text or settings
@@ -451,6 +453,8 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "agreement": agreement,
         "tokens": token_summary(rec, token_entries, config, child, lg),
         "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,
+        # a rerank run's documents/s and its ranking's score (harness.results.rerank)
+        "rerank": rerank_section(run_dir, rec, ours, config["mode"], child),
         # generated text against the dataset's references, from the folder alone
         "text_accuracy": text_accuracy(run_dir, config["mode"], token_entries),
         "timings_s": {k: child.get(k) for k in ("load_s", "warmup_s", "test_s")},

@@ -25,7 +25,7 @@ import onnxruntime as ort
 import pytest
 from aiohttp import web
 
-from backends.base import Chunk, InputKind, LoadContext, OutputKind, PromptSample, Sample
+from backends.base import Chunk, InputKind, LoadContext, OutputKind, PromptSample, RankSample, Sample
 from backends.http import HttpBackend, HttpOptions, registry
 from harness.config.run_config import RunConfig, validate_backend_options
 from harness.data.embedded import digits_test_split
@@ -33,6 +33,7 @@ from harness.errors import ConfigError
 from harness.run import runner
 from tests.support.grpc_servers import KServeGrpcServer
 from tests.support.http_servers import ServerThread, Timing, kserve_app, openai_app
+from tests.support.rerank_server import planted, rerank_app
 
 pytestmark = pytest.mark.parallel  # its verdicts do not depend on speed (tests/conftest.py)
 
@@ -108,6 +109,18 @@ def _json(tmp_path: Path, model: Path) -> Case:
     return Case(kserve_app(model), lambda url: {"url": url + "/v2/models/digits/infer", **options}, sample, check)
 
 
+def _rerank(tmp_path: Path, model: Path) -> Case:
+    scores = [0.25, 0.875, 0.5]
+    sample = RankSample("which document?", tuple(f"document {i} {planted(v)}" for i, v in enumerate(scores)))
+
+    def check(chunks: list[Chunk]) -> None:  # the server sends them sorted by score; decoded, in the documents' order
+        (out,) = [c.output for c in chunks if c.output is not None]
+        assert out.tolist() == scores
+
+    return Case(rerank_app(), lambda url: {"url": url}, sample, check,
+                variants=[{"path": "/v1/rerank"}, {"path": "/rerank"}, {"path": "/v2/rerank"}])
+
+
 #: protocol -> its case (tmp_path, the embedded ONNX model -> Case)
 CASES: dict[str, Callable[[Path, Path], Case]] = {
     "openai-chat": lambda t, m: _openai(t, m, PromptSample(messages=({"role": "user", "content": QUESTION},))),
@@ -115,6 +128,7 @@ CASES: dict[str, Callable[[Path, Path], Case]] = {
     "kserve-v2": _kserve,
     "kserve-v2-grpc": _kserve_grpc,
     "json": _json,
+    "rerank": _rerank,
 }
 
 
