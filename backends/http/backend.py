@@ -99,6 +99,7 @@ class HttpBackend(StreamingBackend):
         self.max_in_flight = o.max_in_flight
         self.token_source = "tokenizer" if o.tokenizer else "chunks"
         self.sends_token_ids = self._protocol.sends_token_ids
+        self.max_inputs_per_request = self._protocol.max_inputs_per_request
         self.retries_total = 0
         self.requests_retried = 0
         self.resent_on_closed_connection = 0
@@ -209,6 +210,10 @@ class HttpBackend(StreamingBackend):
     # --- prepare: sample -> request body, before the timed test -----------------------
     def prepare(self, sample: Sample) -> PreparedRequest:
         return PreparedRequest(self._protocol.encode(sample), self._protocol.input_tokens(sample))
+
+    def group(self, requests: list[PreparedRequest]) -> PreparedRequest:
+        """Several samples' requests as one, joined by the protocol (max_inputs_per_request)."""
+        return PreparedRequest(self._protocol.group([r.body for r in requests]), sum(r.input_tokens for r in requests))
 
     @property
     def input_token_method(self) -> str:
