@@ -35,9 +35,15 @@ summary groups failures by reason:
     server_error      an error object inside a 200 stream
     empty_output      a well-formed answer with no content
     truncated_stream  the stream ended (or broke) before [DONE] or a finish_reason
+    vector_dimension  an embedding whose length is not the one asked for (`dimensions`) or
+                      the first answer's
+    vector_nan        an embedding with a NaN or infinite value
+    vector_shape      an embedding that is not a flat list of numbers (one per token: the
+                      server pools none)
 
 The event-loop SUT adds its own, in accuracy mode: no_token_ids, short_output,
-malformed_token_ids, tokenize (harness.child.stream_sut).
+malformed_token_ids, tokenize; and for a request of several inputs, output_count (not one
+output per input) (harness.child.stream_sut).
 
 Reasoning: a chat delta's `reasoning_content` (or `reasoning`) is counted and kept apart
 from the answer (Chunk.reasoning); with `reasoning_parser: think_tags`, so are
@@ -51,6 +57,7 @@ The package:
     protocol.py      what a protocol is (HttpProtocol), which the transport asks
     registry.py      the protocols by name: protocols/, then the entry points
     protocols/       one module per protocol: its options, endpoint, encoding, decoding
+                     (openai_chat, openai_completions, openai_embeddings, kserve_v2, json_template)
     openai.py        what the two OpenAI protocols share
     wire.py          shared wire formats: redaction, OpenAI's SSE, tool calls and usage
     tokenizer.py     local token counting (the `tokenizer` option)
