@@ -263,3 +263,42 @@ def test_a_server_without_the_endpoint_stops_the_run_in_one_line(run_harness, tm
                     backend_options={"protocol": "openai-embeddings", "url": srv.url + "/v1"})
     msg = str(e.value)
     assert "\n" not in msg and "http_404" in msg and "no /embeddings route" in msg, msg
+
+
+# --- parity: two servers' (or two batchings') vectors by cosine ---------------------------
+
+
+def test_parity_compares_each_inputs_vectors_by_cosine(embedding_server, in_process, texts_file, tmp_path):
+    from click.testing import CliRunner
+
+    from harness.analysis.text_parity import compare_folders
+    from harness.cli.main import main as cli
+    from harness.run.parity import Side
+    from harness.run.text_parity_runs import run_side
+
+    url, _ = embedding_server
+    a = Side("http", None, {"protocol": "openai-embeddings", "url": url, "batch": 1})
+    b = Side("http", None, {"protocol": "openai-embeddings", "url": url, "batch": 3})
+    run_a = run_side(a, "A", str(texts_file), 0, tmp_path / "a")
+    run_b = run_side(b, "B", str(texts_file), 0, tmp_path / "b")
+    result = compare_folders(run_a, run_b)
+    # truth: llama_cpp in-process, each text alone (A) and in B's groups; a text's batch moves its vector
+    alone = {i: in_process.create_embedding([t])["data"][0]["embedding"] for i, t in enumerate(TEXTS)}
+    grouped = {}
+    for e in folder.read_jsonl(run_b, folder.TOKENS):
+        data = in_process.create_embedding([TEXTS[i] for i in e["sample_indices"]])["data"]
+        grouped.update({i: d["embedding"] for i, d in zip(e["sample_indices"], data, strict=True)})
+    x = np.array([alone[i] for i in range(len(TEXTS))], dtype=np.float32).astype(np.float64)
+    y = np.array([grouped[i] for i in range(len(TEXTS))], dtype=np.float32).astype(np.float64)
+    cos = (x * y).sum(axis=1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1))
+    assert result.agree and result.compared == result.samples == len(TEXTS)
+    assert result.cosine_min == pytest.approx(cos.min(), abs=1e-12) and result.cosine_mean == pytest.approx(cos.mean(), abs=1e-12)
+    assert result.least_sample == int(np.argmin(cos)) and result.dimension_a == result.dimension_b == DIMENSION
+    # another "model": the in-test server's 4-long vectors of the same texts disagree, by dimension
+    with ServerThread(broken_app(limit=8)) as srv:
+        run_c = run_side(Side("http", None, {"protocol": "openai-embeddings", "url": srv.url + "/v1"}), "B",
+                         str(texts_file), 0, tmp_path / "c")
+    out = CliRunner().invoke(cli, ["parity", "--run-a", str(run_a), "--run-b", str(run_c)], terminal_width=80)
+    assert out.exit_code == 1, out.output
+    assert "DISAGREE" in out.output and "dimension differs: A [576], B [4]" in out.output
+    print(f"\n  parity batch 1 vs 3: cosine min {result.cosine_min:.12f}, mean {result.cosine_mean:.12f}")
