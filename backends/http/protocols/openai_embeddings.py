@@ -118,14 +118,14 @@ class OpenAIEmbeddings(HttpProtocol):
         excerpt = self.bound.excerpt
         try:
             data = sorted(obj["data"], key=lambda d: d["index"])
-            vectors = [self._vector(d["embedding"]) for d in data]
+            vectors = self._vectors([d["embedding"] for d in data])
         except (KeyError, TypeError, AttributeError) as e:
             raise RequestFailed("malformed_json", excerpt(f"no data list of index/embedding objects ({e!r}): "
                                                           f"{raw.decode(errors='replace')}")) from e
         if [d["index"] for d in data] != list(range(len(data))):
             raise RequestFailed("malformed_json", excerpt(f"data's indices are not 0..{len(data) - 1}: "
                                                           f"{[d['index'] for d in data]}"))
-        lengths = sorted({len(v) for v in vectors})
+        lengths = sorted({len(v) for v in vectors}) if isinstance(vectors, list) else [vectors.shape[1]] * bool(len(vectors))
         want = self.dimension if self.dimension is not None else (lengths[0] if lengths else None)
         wrong = [n for n in lengths if n != want]
         if wrong:
@@ -142,6 +142,19 @@ class OpenAIEmbeddings(HttpProtocol):
         if isinstance(usage, dict):
             tokens = next((usage[k] for k in ("prompt_tokens", "total_tokens") if isinstance(usage.get(k), int)), None)
         return [Chunk(n_tokens=0, usage=Usage(input_tokens=tokens, vectors=len(vectors))), Chunk(n_tokens=0, output=out)]
+
+    def _vectors(self, values: list[Any]) -> np.ndarray | list[np.ndarray]:
+        """The answer's vectors: one float32 array when they are lists of numbers of one
+        length (one numpy call: the common case, on the request path), else each read alone
+        so that a failure names what is wrong."""
+        if values and all(v.__class__ is list for v in values):
+            try:
+                out = np.array(values, dtype=np.float32)
+                if out.ndim == 2:
+                    return out
+            except (ValueError, TypeError):
+                pass
+        return [self._vector(v) for v in values]
 
     def _vector(self, value: Any) -> np.ndarray:
         if isinstance(value, str):  # encoding_format base64: little-endian float32
