@@ -339,6 +339,11 @@ class StreamingBackend(Backend):
     tokenizer_path: str | None = None
     #: the option that gives the backend a tokenizer, named in the error when one is missing
     tokenizer_hint: str = "give the backend a tokenizer"
+    #: most samples one request may carry (a server that takes a list of inputs, as an
+    #: embeddings API does); None: one sample a request. With a number, the SUT groups up to
+    #: that many samples already queued (it never waits for more) into one request made by
+    #: `group`, and the answer's `Chunk.output` holds one entry per sample, in their order.
+    max_inputs_per_request: int | None = None
 
     @property
     def input_kind(self) -> InputKind:
@@ -377,6 +382,11 @@ class StreamingBackend(Backend):
         so that the timed path starts from ready bytes. Default: the sample itself. A
         request with an int `input_tokens` gives the prompt's length when no usage does."""
         return sample
+
+    def group(self, requests: list[Any]) -> Any:
+        """The one request that carries these prepared `requests` (what `prepare` made of each
+        sample), in order; only asked when `max_inputs_per_request` is set."""
+        raise TypeError(f"backend {self.name!r} does not group requests")
 
     def response_format(self) -> ResponseFormat | None:
         """The answer's dtype and shape when the backend knows it (e.g. from server metadata);

@@ -4,7 +4,9 @@ Raw asyncio protocol, HTTP/1.1 keep-alive, SSE over chunked transfer encoding: i
 a few tens of microseconds a request, so on its own core it out-runs any Python client
 and the client is what gets measured. Two modes:
 
-    no-op    answer at once: `--tokens N` content events, usage, [DONE] in one write
+    no-op    answer at once: `--tokens N` content events, usage, [DONE] in one write;
+             POST /v1/embeddings: one vector of `--dimension` floats per input, usage
+             counting the inputs' words
     GET /metrics answers a Prometheus counter of the requests, for telemetry's scrapes.
 
     delays   --ttft-ms / --tpot-ms: headers at once, token i at ttft + i x tpot after the
@@ -86,6 +88,15 @@ class Handler(asyncio.Protocol):
             self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
             return
         req = json.loads(body) if body else {}
+        if path.endswith("/embeddings"):  # one fixed vector per input, at once
+            texts = req.get("input") or []
+            texts = [texts] if isinstance(texts, str) else texts
+            data = ",".join(f'{{"object":"embedding","index":{i},"embedding":{self.args.vector}}}' for i in range(len(texts)))
+            words = sum(len(t.split()) for t in texts)
+            payload = (f'{{"object":"list","model":"{MODEL}","data":[{data}],'
+                       f'"usage":{{"prompt_tokens":{words},"total_tokens":{words}}}}}').encode()
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
+            return
         chat = path.endswith("/chat/completions")
         n = int(req.get("max_tokens") or self.args.tokens)
         if not req.get("stream"):
@@ -191,7 +202,10 @@ def main() -> None:
     p.add_argument("--ttft-ms", type=float, default=0.0)
     p.add_argument("--tpot-ms", type=float, default=0.0)
     p.add_argument("--coarse", action="store_true", help="plain timers, no polling before each deadline")
+    p.add_argument("--dimension", type=int, default=384, help="floats in each /v1/embeddings vector")
     args = p.parse_args()
+    # the one vector every embeddings input gets, as JSON text made once (floats of ~9 digits)
+    args.vector = json.dumps([round(((i * 7919) % 1000) / 997 - 0.5, 7) for i in range(args.dimension)])
     global COARSE
     COARSE = args.coarse
     asyncio.run(serve(args))

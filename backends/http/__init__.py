@@ -43,9 +43,15 @@ summary groups failures by reason:
     rerank_index      a rerank result's index out of range, given twice, or not an integer
     rerank_count      rerank results more than the documents (or fewer, without top_n)
     rerank_score      a rerank result's score that is not a finite number
+    vector_dimension  an embedding whose length is not the one asked for (`dimensions`) or
+                      the first answer's
+    vector_nan        an embedding with a NaN or infinite value
+    vector_shape      an embedding that is not a flat list of numbers (one per token: the
+                      server pools none)
 
 The event-loop SUT adds its own, in accuracy mode: no_token_ids, short_output,
-malformed_token_ids, tokenize (harness.child.stream_sut).
+malformed_token_ids, tokenize; and for a request of several inputs, output_count (not one
+output per input) (harness.child.stream_sut).
 
 Reasoning: a chat delta's `reasoning_content` (or `reasoning`) is counted and kept apart
 from the answer (Chunk.reasoning); with `reasoning_parser: think_tags`, so are

@@ -104,6 +104,7 @@ class HttpBackend(StreamingBackend):
         self.max_in_flight = o.max_in_flight
         self.token_source = "tokenizer" if o.tokenizer else "chunks"
         self.sends_token_ids = self._protocol.sends_token_ids
+        self.max_inputs_per_request = self._protocol.max_inputs_per_request
         self.retries_total = 0
         self.requests_retried = 0
         self.resent_on_closed_connection = 0
@@ -218,6 +219,10 @@ class HttpBackend(StreamingBackend):
     def prepare(self, sample: Sample) -> PreparedRequest:
         p = self._protocol
         return PreparedRequest(p.encode(sample), p.input_tokens(sample), expected=p.expected(sample))
+
+    def group(self, requests: list[PreparedRequest]) -> PreparedRequest:
+        """Several samples' requests as one, joined by the protocol (max_inputs_per_request)."""
+        return PreparedRequest(self._protocol.group([r.body for r in requests]), sum(r.input_tokens for r in requests))
 
     @property
     def input_token_method(self) -> str:

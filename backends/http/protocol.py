@@ -8,6 +8,7 @@ A protocol holds, for one kind of server:
     content_type     the type of the request bodies `encode` makes
     endpoint         the path requests go to, and `metadata_url`, the probe read at load
     encode           a sample -> the request's body, before the timed test
+    group            several samples' bodies -> one request's (a protocol that batches inputs)
     stream_parser    the answer's body, read by read, -> Chunks (None: read whole, `decode`)
     decode           a whole answer's body -> Chunks (`decode_against`: checked against
                      what `expected` found in its sample, e.g. a count of documents)
@@ -179,6 +180,16 @@ class HttpProtocol:
 
     #: each prompt goes out as its dataset's token ids (StreamingBackend.sends_token_ids)
     sends_token_ids: bool = False
+
+    @property
+    def max_inputs_per_request(self) -> int | None:
+        """Most samples one request carries (StreamingBackend.max_inputs_per_request); None:
+        one. A protocol that sets it joins bodies in `group`."""
+        return None
+
+    def group(self, bodies: list[bytes]) -> bytes:  # pragma: no cover - interface
+        """One body carrying the inputs of `bodies` (each `encode`'s, of one sample), in order."""
+        raise NotImplementedError(f"protocol {self.name} sends one sample a request")
 
     # --- where requests go --------------------------------------------------------------
     def transport(self, settings: TransportSettings) -> Transport:

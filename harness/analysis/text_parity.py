@@ -200,8 +200,14 @@ def compare_sides(a: SideAnswers, b: SideAnswers, *, first_ids: int = 32, min_te
     )
 
 
-def compare_folders(run_a: Path, run_b: Path, *, first_ids: int = 32, min_text_match: float = 1.0) -> TextParityResult:
-    """`harness parity --run-a DIR --run-b DIR`: the two folders only, nothing run."""
+def compare_folders(run_a: Path, run_b: Path, *, first_ids: int = 32, min_text_match: float = 1.0,
+                    min_cosine: float = 0.999) -> Any:
+    """`harness parity --run-a DIR --run-b DIR`: the two folders only, nothing run. Runs that
+    gave vectors (embeddings) are compared by cosine (harness.analysis.vector_parity)."""
+    from harness.analysis.vector_parity import compare_vector_folders, is_vector_run
+
+    if is_vector_run(run_a) or is_vector_run(run_b):
+        return compare_vector_folders(run_a, run_b, min_cosine=min_cosine)
     return compare_sides(read_side(run_a), read_side(run_b), first_ids=first_ids, min_text_match=min_text_match)
 
 
@@ -209,5 +215,7 @@ def as_dict(result: TextParityResult) -> dict[str, Any]:
     """The result for --json: plain Python values, the verdict and the first divergence included."""
     from dataclasses import asdict
 
+    if not isinstance(result, TextParityResult):  # vectors: harness.analysis.vector_parity
+        return {**asdict(result), "agree": result.agree}
     first = result.first_divergence
     return {**asdict(result), "agree": result.agree, "first_divergence": asdict(first) if first else None}

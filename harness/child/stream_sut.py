@@ -51,6 +51,16 @@ token). `reasoning_tokens` is the client's count, `server_reasoning_tokens` the 
 (Chunk.tool_calls) are kept as `tool_calls` (index, id, name, arguments, tokens, json):
 the record a later turn of a conversation reads them back from, with `reasoning`.
 
+Several samples a request (a backend's `max_inputs_per_request`, e.g. an embeddings API
+that takes a list of inputs): a LoadGen sample is still one input, so Offline and Server
+mean what they mean for MLPerf. A worker takes up to that many samples of those queued
+now, never waiting for more, and sends them as one request (`backend.group`); each sample
+is completed when the request is, with its own entry of the answer's `output` in accuracy
+mode. Every sample of the request shares its dispatch, first-byte and completion stamps
+and its batch id; tokens.jsonl keeps one entry per request (its inputs, input tokens
+counted by the client and by the server, the output's shape per input). An answer whose
+output has not one entry per input fails each of its samples (`output_count`).
+
 Token counts per request: the server's (Usage.output_tokens) when it sent one, else
 the sum of the chunks' counts (a local tokenizer's, or one per chunk). Both are kept in
 tokens.jsonl so the summary can report the source and any server/client mismatch.
@@ -204,6 +214,11 @@ class StreamingSUT:
         self._redact: Callable[[str], str] | None = backend.redact_text
         #: a session dataset's hold (harness.child.sessions): it is the queue, builds each
         #: turn's request at dispatch and hears each turn's end; None: samples are independent
+        #: most samples a request carries (StreamingBackend.max_inputs_per_request): workers
+        #: then take groups of what is queued and `_serve_group` serves them; None: one each
+        self._per_request = backend.max_inputs_per_request
+        if self._per_request is not None:
+            self._start_workers = self._start_groups  # type: ignore[method-assign]
         self.sessions = sessions
         if sessions is not None:
             self._queue = sessions
@@ -310,6 +325,108 @@ class StreamingSUT:
                 item = self._queue.take_one()
         finally:
             self._active -= 1
+
+    # --- several samples a request (a backend with max_inputs_per_request) ---------------
+    def _start_groups(self) -> None:
+        while self._active < self._limit:
+            group = self._take_group()
+            if not group:
+                return
+            self._active += 1
+            task = self._loop.create_task(self._group_worker(group))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _take_group(self) -> list[tuple[int, int, int]]:
+        """Up to max_inputs_per_request samples, of those queued now: a group never waits
+        for samples still to come (in Server, samples queue only while every allowed
+        request is open, so groups form under load and a lone sample goes alone)."""
+        group: list[tuple[int, int, int]] = []
+        while len(group) < self._per_request:  # type: ignore[operator]
+            item = self._queue.take_one()
+            if item is None:
+                break
+            group.append(item)
+        return group
+
+    async def _group_worker(self, group: list[tuple[int, int, int]]) -> None:
+        try:
+            while group:
+                if self.crashed is None:
+                    await self._serve_group(group)
+                else:
+                    for item in group:
+                        self._unserved(item[0], first_sent=False)
+                group = self._take_group()
+        finally:
+            self._active -= 1
+
+    async def _serve_group(self, group: list[tuple[int, int, int]]) -> None:
+        """One request for the group's samples. Each sample is completed when the request
+        is, with its own entry of the answer's output (accuracy mode); a failed request
+        fails each of them with its reason, and so does an answer whose output has not one
+        entry per sample (output_count). The request itself is kept in tokens.jsonl."""
+        _now = self._now
+        completed: set[int] = set()
+        stream: Any = None
+        try:
+            requests = [self.dataset.get(index) for _, index, _ in group]
+            usage: Usage | None = None
+            output: Any = None
+            first_byte = retries = 0
+            error = ""
+            dispatch = _now()
+            try:
+                stream = self.backend.stream(self.backend.group(requests))
+                async for chunk in stream:
+                    if chunk.headers is not None:
+                        first_byte = _now()
+                    if chunk.usage is not None:
+                        usage = chunk.usage
+                    if chunk.output is not None:
+                        output = chunk.output
+                    if chunk.retry is not None:
+                        retries += 1
+            except Exception as e:  # noqa: BLE001 - the backend failed this request, visibly
+                error = _failure_text(e)
+            done = _now()
+            n = len(group)
+            count = len(output) if isinstance(output, (list, tuple, np.ndarray)) and getattr(output, "ndim", 1) else None
+            if not error and count != n:
+                got = "no list of outputs" if count is None else f"{count} outputs"
+                error = f"output_count: the answer carried {got} for a request of {n} inputs"
+            status = "error" if error else "ok"
+            if error:
+                self.failed += n
+            batch = next(self._ids)
+            inputs = [getattr(r, "input_tokens", 0) for r in requests]
+            for k, (qid, index, issued) in enumerate(group):
+                self._out.complete(qid, output[k] if self.return_outputs and not error else None, 0)
+                completed.add(qid)
+                self.records.add((qid, index, issued, dispatch, first_byte, 0, done, 0, inputs[k], batch,
+                                  self.worker, status, error))
+            shape = list(np.shape(output)[1:]) if not error else None
+            self.records.add_tokens({
+                "request": batch,
+                "query_ids": [item[0] for item in group],
+                "sample_indices": [item[1] for item in group],
+                "status": status,
+                "inputs": n,
+                "input_tokens": sum(inputs),
+                "input_source": self._input_method,
+                "server_input_tokens": usage.input_tokens if usage is not None else None,
+                "server_outputs": usage.vectors if usage is not None else None,
+                "output_shape": shape,
+                "dispatch_ns": dispatch,
+                "complete_ns": done,
+                "retries": retries,
+            })
+        except Exception as e:  # noqa: BLE001 - a bug of the harness: the run ends as a crash
+            for qid, _, _ in group:
+                if qid not in completed:
+                    self._unserved(qid, first_sent=False)
+                    completed.add(qid)
+            await self._crashed(e, group[0][0], False, True, stream)
 
     async def _serve(self, qid: int, index: int, issued: int) -> None:
         _now = self._now

@@ -14,7 +14,7 @@ import click
 from harness.cli._common import console, handle_errors
 from harness.config.run_config import parse_override
 from harness.errors import EXIT_NEGATIVE, ConfigError
-from harness.report.parity_view import render_parity, render_text_parity
+from harness.report.parity_view import render_parity, render_text_parity, render_vector_parity
 
 
 def _options(items: tuple[str, ...]) -> dict[str, Any]:
@@ -43,6 +43,8 @@ def _options(items: tuple[str, ...]) -> dict[str, Any]:
               help="generative: compare the first N token ids of each answer")
 @click.option("--min-text-match", default=1.0, show_default=True, type=click.FloatRange(0, 1),
               help="generative: least share of samples whose texts are equal (greedy on both sides: 1.0)")
+@click.option("--min-cosine", default=0.999, show_default=True, type=click.FloatRange(-1, 1),
+              help="embeddings: least cosine similarity of each sample's two vectors")
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
               help="generative: where the two runs' folders go (both are kept)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
@@ -65,6 +67,7 @@ def parity(
     run_b: Path | None,
     first_ids: int,
     min_text_match: float,
+    min_cosine: float,
     output_dir: Path,
     as_json: bool,
 ) -> None:
@@ -73,7 +76,9 @@ def parity(
     Two streaming backends (e.g. --backend-a pytorch-llm --backend-b http) each run in
     AccuracyOnly mode on the same prompts, and their answers are compared: exact match of
     the texts and of the first N token ids, ROUGE of B against A, and the first sample and
-    token where they part. --run-a/--run-b compare two finished accuracy runs instead.
+    token where they part; embeddings runs, each sample's two vectors by cosine similarity
+    (min and mean, against --min-cosine). --run-a/--run-b compare two finished accuracy
+    runs instead.
     """
     from harness.run.parity import Side, Tolerances, run_parity
 
@@ -82,13 +87,14 @@ def parity(
             raise ConfigError("--run-a and --run-b go together: the two accuracy run folders to compare")
         from harness.analysis.text_parity import compare_folders
 
-        _text_verdict(compare_folders(run_a, run_b, first_ids=first_ids, min_text_match=min_text_match), as_json)
+        _text_verdict(compare_folders(run_a, run_b, first_ids=first_ids, min_text_match=min_text_match,
+                                      min_cosine=min_cosine), as_json)
     side_a, side_b = Side(backend_a, model_a, _options(set_a)), Side(backend_b, model_b, _options(set_b))
     from harness.run.text_parity_runs import both_streaming, run_text_parity
 
     if both_streaming(side_a, side_b):
         _text_verdict(run_text_parity(side_a, side_b, dataset=dataset, output_dir=output_dir, seed=seed,
-                                      first_ids=first_ids, min_text_match=min_text_match), as_json)
+                                      first_ids=first_ids, min_text_match=min_text_match, min_cosine=min_cosine), as_json)
     result = run_parity(
         Side(backend_a, model_a, _options(set_a)),
         Side(backend_b, model_b, _options(set_b)),
@@ -110,6 +116,8 @@ def _text_verdict(result: Any, as_json: bool) -> None:
 
     if as_json:
         console.print_json(json.dumps(as_dict(result)))
+    elif hasattr(result, "cosine_min"):  # embeddings' vectors (harness.analysis.vector_parity)
+        render_vector_parity(result, console)
     else:
         render_text_parity(result, console)
     sys.exit(0 if result.agree else EXIT_NEGATIVE)

@@ -1,5 +1,6 @@
 """`harness parity` in the terminal: AGREE/DISAGREE, then per-output errors against the tolerances
-(tensor backends), or the first divergence and the text figures (generative backends)."""
+(tensor backends), the first divergence and the text figures (generative backends), or the
+cosine of the vectors (embeddings)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,21 @@ def render_text_parity(result: Any, console: Console) -> None:
         rest = ", ".join(str(d.sample) for d in result.divergences[1:11])
         more = f" and {len(result.divergences) - 11} more" if len(result.divergences) > 11 else ""
         console.print(f"  other disagreeing samples: {rest}{more}", highlight=False)
+
+
+def render_vector_parity(result: Any, console: Console) -> None:
+    """A vector parity result (harness.analysis.vector_parity.VectorParityResult): the verdict,
+    then the cosine figures and the run folders."""
+    verdict = "[bold green]AGREE[/]" if result.agree else "[bold red]DISAGREE[/]"
+    least = "—" if result.cosine_min is None else f"{result.cosine_min:.9f} (sample {result.least_sample})"
+    console.print(f"{verdict} · vectors of {result.compared} of {result.samples} samples compared by cosine "
+                  f"(needed ≥ {result.min_cosine:g})")
+    console.print(f"  A: {escape(result.label_a)}  {result.run_a}", highlight=False)
+    console.print(f"  B: {escape(result.label_b)}  {result.run_b}", highlight=False)
+    table = Table("figure", "value")
+    table.add_row("cosine min", least)
+    table.add_row("cosine mean", "—" if result.cosine_mean is None else f"{result.cosine_mean:.9f}")
+    table.add_row("dimension", f"A {result.dimension_a or '—'}, B {result.dimension_b or '—'}")
+    console.print(table)
+    for failure in result.failures:
+        console.print(f"  [red]why:[/] {escape(failure)}", highlight=False)

@@ -17,7 +17,9 @@ from typing import Any, Union
 
 from harness.analysis.run_data import RunData
 from harness.report import figures as fig
+from harness.report.vector_figures import vector_latency_table, vector_rates_table
 from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_table, timed
+from harness.report.vector_figures import vector_latency_table, vector_rates_table
 from harness.results.schedule import timed_from_dispatch
 
 TERMINAL, MARKDOWN, HTML = "terminal", "md", "html"
@@ -205,6 +207,12 @@ def _tokens(v: View) -> list[Block]:
     return [Table(spec) for spec in specs]
 
 
+def _vectors(v: View) -> list[Block]:
+    vectors = v.summary["vectors"]
+    note = Note("per request: dispatch to answer; per input: issue to answer", "note")
+    return [Table(vector_rates_table(vectors)), Table(vector_latency_table(vectors), "vectors: latency"), note]
+
+
 def _sessions(v: View) -> list[Block]:
     s = v.summary
 
@@ -326,6 +334,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("rates", "achieved vs target rate", _targeted, _rates),
     Section("schedule", "arrival schedule", _scheduled, _schedule),
     Section("tokens", "tokens", _has("tokens"), _tokens),
+    Section("vectors", "vectors (inputs batched per request)", _has("vectors"), _vectors),
     Section("sessions", "sessions", _has("sessions"), _sessions),
     Section("telemetry", "system under test (telemetry)", _has("telemetry"), _telemetry),
     Section("scale-out", "scale-out", _scaled_out, _scale_out),

@@ -31,6 +31,7 @@ from harness.results.schedule import schedule_section
 from harness.results.schedule_lag import lag_section
 from harness.results.stats import NS_PER_MS, PERCENTILES, distribution, percentile_key, ratio
 from harness.results.sessions import session_summary
+from harness.results.vector_metrics import vector_summary
 from harness.results.token_metrics import read_token_entries, token_summary
 from harness.results.distribute import replica_summary, shard_summary
 from harness.results.telemetry import telemetry_summary
@@ -452,6 +453,8 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
         "find_peak": find_peak,
         "agreement": agreement,
         "tokens": token_summary(rec, token_entries, config, child, lg),
+        # requests of several inputs, one output each (embeddings): harness.results.vector_metrics
+        "vectors": vector_summary(rec, token_entries),
         "accuracy": _accuracy(run_dir, child) if config["mode"] in ("AccuracyOnly", "SubmissionRun") else None,
         # a rerank run's documents/s and its ranking's score (harness.results.rerank)
         "rerank": rerank_section(run_dir, rec, ours, config["mode"], child),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from backends.base import STREAMING_KINDS
 from harness.analysis.text_parity import TextParityResult, compare_folders
+from harness.analysis.vector_parity import VectorParityResult
 from harness.config import registry
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError, HarnessError, RunError
@@ -49,10 +50,12 @@ def run_side(side: Side, which: str, dataset: str, seed: int, output_dir: Path) 
 
 def run_text_parity(
     a: Side, b: Side, *, dataset: str, output_dir: Path, seed: int = 0, first_ids: int = 32, min_text_match: float = 1.0,
-) -> TextParityResult:
-    """Run A, then B, on the same prompts, and compare their answers."""
+    min_cosine: float = 0.999,
+) -> TextParityResult | VectorParityResult:
+    """Run A, then B, on the same prompts, and compare their answers (or, for embeddings,
+    their vectors by cosine)."""
     if not 0 <= min_text_match <= 1 or first_ids < 1:  # before two runs, not after them
         raise ConfigError(f"--min-text-match must be in [0, 1] and --first-ids >= 1 (got {min_text_match}, {first_ids})")
     run_a = run_side(a, "A", dataset, seed, output_dir)
     run_b = run_side(b, "B", dataset, seed, output_dir)
-    return compare_folders(run_a, run_b, first_ids=first_ids, min_text_match=min_text_match)
+    return compare_folders(run_a, run_b, first_ids=first_ids, min_text_match=min_text_match, min_cosine=min_cosine)

@@ -119,6 +119,30 @@ def _rerank(tmp_path: Path, model: Path) -> Case:
 
     return Case(rerank_app(), lambda url: {"url": url}, sample, check,
                 variants=[{"path": "/v1/rerank"}, {"path": "/rerank"}, {"path": "/v2/rerank"}])
+def _embeddings(tmp_path: Path, model: Path) -> Case:
+    """A server whose vector for a text is [its characters, its words, 1]: known exactly."""
+
+    async def embed(request: web.Request) -> web.Response:
+        texts = (await request.json())["input"]
+        data = [{"index": i, "embedding": [len(t), len(t.split()), 1.0]} for i, t in enumerate(texts)]
+        words = sum(len(t.split()) for t in texts)
+        return web.json_response({"data": data, "usage": {"prompt_tokens": words, "total_tokens": words}})
+
+    app = web.Application()
+    app.router.add_post("/v1/embeddings", embed)
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": "embedder"}]})
+
+    app.router.add_get("/v1/models", models)
+
+    def check(chunks: list[Chunk]) -> None:
+        (out,) = [c.output for c in chunks if c.output is not None]
+        np.testing.assert_array_equal(out, [[len(QUESTION), len(QUESTION.split()), 1.0]])
+        assert [c.usage.input_tokens for c in chunks if c.usage is not None] == [len(QUESTION.split())]
+
+    return Case(app, lambda url: {"url": url + "/v1"}, PromptSample(QUESTION), check,
+                variants=[{"batch": 1}, {"batch": 8, "encoding_format": "float"}])
 
 
 #: protocol -> its case (tmp_path, the embedded ONNX model -> Case)
@@ -129,6 +153,7 @@ CASES: dict[str, Callable[[Path, Path], Case]] = {
     "kserve-v2-grpc": _kserve_grpc,
     "json": _json,
     "rerank": _rerank,
+    "openai-embeddings": _embeddings,
 }
 
 
