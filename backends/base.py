@@ -109,6 +109,9 @@ class PromptSample:
     target_input_tokens: int = 0
     #: the prompt's token ids in the model's tokenizer (MLPerf's `tok_input`); None: none given
     input_ids: tuple[int, ...] | None = None
+    #: the JSON Schema its answer must follow (structured outputs): a backend asks its server
+    #: for it, and the answer is checked against it; None: no schema of its own
+    response_schema: Mapping[str, Any] | None = None
 
     def text(self) -> str:
         """The whole input as one text, for local token counting."""
@@ -325,6 +328,9 @@ class StreamingBackend(Backend):
     tokenizer_path: str | None = None
     #: the option that gives the backend a tokenizer, named in the error when one is missing
     tokenizer_hint: str = "give the backend a tokenizer"
+    #: a JSON Schema the backend asks its server to follow for every prompt without a schema
+    #: of its own (PromptSample.response_schema), set at load: each answer is checked against it
+    answer_schema: Mapping[str, Any] | None = None
 
     @property
     def input_kind(self) -> InputKind:
