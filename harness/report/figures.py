@@ -225,6 +225,11 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     answers = answers_line(summary.get("text_accuracy"))
     if answers:
         lines.append(answers)
+    from harness.report.answer_checks import checks_line  # it builds on this module's helpers
+
+    checked = checks_line(summary)
+    if checked:
+        lines.append(checked)
     setup = setup_line(summary)
     if setup:
         lines.append(setup)
