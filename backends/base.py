@@ -111,6 +111,9 @@ class PromptSample:
     target_input_tokens: int = 0
     #: the prompt's token ids in the model's tokenizer (MLPerf's `tok_input`); None: none given
     input_ids: tuple[int, ...] | None = None
+    #: the JSON Schema its answer must follow (structured outputs): a backend asks its server
+    #: for it, and the answer is checked against it; None: no schema of its own
+    response_schema: Mapping[str, Any] | None = None
 
     def text(self) -> str:
         """The whole input as one text, for local token counting."""
@@ -344,6 +347,9 @@ class StreamingBackend(Backend):
     #: that many samples already queued (it never waits for more) into one request made by
     #: `group`, and the answer's `Chunk.output` holds one entry per sample, in their order.
     max_inputs_per_request: int | None = None
+    #: a JSON Schema the backend asks its server to follow for every prompt without a schema
+    #: of its own (PromptSample.response_schema), set at load: each answer is checked against it
+    answer_schema: Mapping[str, Any] | None = None
 
     @property
     def input_kind(self) -> InputKind:

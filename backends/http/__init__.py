@@ -69,6 +69,7 @@ The package:
                      (and a .proto a gRPC protocol compiles at load)
     openai.py        what the two OpenAI protocols share
     wire.py          shared wire formats: redaction, OpenAI's SSE, tool calls and usage
+    structured.py    structured outputs: the forms servers take a JSON Schema in, as data
     tokenizer.py     local token counting (the `tokenizer` option)
     credentials.py   the credential checks of the options
     client.py        the keep-alive client (asyncio + httptools)

@@ -149,6 +149,7 @@ class HttpBackend(StreamingBackend):
         parts = urlsplit(o.url)  # a query of the URL goes after the endpoint's path, not before it
         base = self._base = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
         self._protocol.bind(Bound(base, self._tokenizer, self._redact.excerpt, self.redact_text, ctx.log_outputs))
+        self.answer_schema = self._protocol.answer_schema
         self._endpoint = self._protocol.endpoint(base)
         # query_env's values: never in the options, nor in describe() (its URL has no query)
         self._query = "&".join(q for q in (parts.query, urlencode(query)) if q)

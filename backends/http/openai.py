@@ -5,11 +5,18 @@ answer, streamed as server-sent events (backends.http.wire._SseParser) or whole.
 Reasoning: a chat answer's `reasoning_content` (or `reasoning`) is counted and kept apart
 from the answer (Chunk.reasoning); with `reasoning_parser: think_tags`, so are
 `<think>...</think>` spans inside the content. Tool calls are reassembled per index.
+
+Structured outputs: a prompt's own JSON Schema (PromptSample.response_schema), else the
+`json_schema` option's, goes out in the form `schema_form` names (backends.http.structured);
+the answers are checked against it by the harness (`answer_schema`: the option's, or one
+that `extra_body` asks for as written, e.g. response_format json_object).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -17,8 +24,9 @@ from pydantic import Field
 from backends.base import Chunk, OutputKind, PromptSample, Sample
 from backends.http.options import BaseHttpOptions
 from backends.http.protocol import Bound, HttpProtocol, ServerInfo, StreamParser
+from backends.http.structured import SchemaForm, request_fields, schema_in
 from backends.http.wire import _SseParser, _ToolCalls, openai_usage
-from harness.errors import DatasetError, RequestFailed
+from harness.errors import ConfigError, DatasetError, RequestFailed
 
 
 class OpenAIOptions(BaseHttpOptions):
@@ -37,6 +45,15 @@ class OpenAIOptions(BaseHttpOptions):
         "reasoning_content or reasoning (vLLM, DeepSeek); 'think_tags': also <think>...</think> spans "
         "inside the content, for servers that inline them (off by default: a literal <think> may be an answer)"
     )
+    json_schema: str | None = Field(
+        None, description="structured outputs: a JSON Schema file every request asks the answer to follow "
+        "(a prompt's own `schema` outranks it); each answer is checked against it (failed: schema_invalid)"
+    )
+    schema_form: SchemaForm = Field(
+        "openai", description="how a schema is sent: 'openai' response_format json_schema; 'llama-cpp' "
+        "response_format json_object + schema (llama-cpp-python's server); 'vllm' structured_outputs.json; "
+        "'vllm-guided' guided_json (older vLLM: 0.32 ignores it)"
+    )
 
 
 class OpenAIProtocol(HttpProtocol):
@@ -54,11 +71,25 @@ class OpenAIProtocol(HttpProtocol):
     def __init__(self, options: OpenAIOptions) -> None:
         super().__init__(options)
         self.ask_ids = False
+        #: the `json_schema` option's schema, read at bind
+        self.schema: Any = None
 
     def bind(self, bound: Bound) -> None:
         super().bind(bound)
         # MLPerf logs token ids: in accuracy mode, ask the server for the ones it generated
         self.ask_ids = bound.log_outputs and self.options.server_token_ids
+        if self.options.json_schema:
+            path = Path(self.options.json_schema)
+            try:
+                self.schema = json.loads(path.read_text())
+            except OSError as e:
+                raise ConfigError(f"json_schema: cannot read {path}: {e.strerror}") from e
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"json_schema {path}: not valid JSON ({e.msg} at line {e.lineno})") from e
+
+    @property
+    def answer_schema(self) -> Mapping[str, Any] | None:
+        return self.schema if self.schema is not None else schema_in(self.options.extra_body)
 
     def endpoint(self, base: str) -> str:
         return base + self.path
@@ -107,7 +138,10 @@ class OpenAIProtocol(HttpProtocol):
             body["stream_options"] = {"include_usage": True}
         if self.ask_ids:
             body["return_token_ids"] = True
-        body.update(o.extra_body)
+        schema = sample.response_schema if sample.response_schema is not None else self.schema
+        if schema is not None:
+            body.update(request_fields(o.schema_form, schema))
+        body.update(o.extra_body)  # as written, last: it may carry a server's own form
         return json.dumps(body).encode()
 
     def stream_parser(self) -> StreamParser | None:
@@ -166,4 +200,7 @@ class OpenAIProtocol(HttpProtocol):
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "stream": self.options.stream, "reasoning_parser": self.options.reasoning_parser}
+        out = {**super().describe(), "stream": self.options.stream, "reasoning_parser": self.options.reasoning_parser}
+        if self.options.json_schema:  # only then: runs without one compare as they always have
+            out |= {"json_schema": self.options.json_schema, "schema_form": self.options.schema_form}
+        return out

@@ -263,6 +263,13 @@ class HttpProtocol:
         except ValueError as e:
             raise RequestFailed("malformed_json", self.bound.excerpt(raw.decode(errors="replace"))) from e
 
+    @property
+    def answer_schema(self) -> Any:
+        """The JSON Schema its requests ask every answer to follow, after `bind`, for the
+        harness to check the answers against (backends.base.StreamingBackend.answer_schema);
+        None: none."""
+        return None
+
     def response_format(self, outputs: list[TensorSpec]) -> ResponseFormat | None:
         """dtype/shape of one sample's answer, when the metadata gave it; None: unknown."""
         return None

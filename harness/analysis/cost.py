@@ -10,6 +10,10 @@ Quantities come from the folder alone: requests sent, successes and token counts
 records.parquet, the run time from summary.json, cached input tokens from the summary's
 `tokens` section when a backend reports them.
 
+An answer that its dataset's validator or JSON Schema rejected (summary.json
+`tokens.validation`, e.g. schema_invalid) is not a successful task either: such a check
+sets the tokens section's goodput, whose requests are then the successes.
+
 Where the answers were scored against references with a verdict per answer (summary.json
 `text_accuracy.exact_match`), a wrong answer is not a successful task: the answers judged
 wrong are taken off the successes, and `success_criterion` says so. ROUGE gives no answer

@@ -19,8 +19,9 @@ class PreparedDataset(Dataset):
         self.source = source
         self.name = source.name
         self._prepare = prepare
-        #: the source's per-sample answer check (prompt datasets with validators)
-        self.validate: Callable[[int, str], bool | None] | None = getattr(source, "validate", None)
+        #: the source's per-sample answer checks (prompt datasets with validators or schemas):
+        #: (valid, "reason: detail" when not), None for a sample without any
+        self.judge: Callable[[int, str], tuple[bool, str | None] | None] | None = getattr(source, "judge", None)
         super().__init__(len(source), source.labels)
 
     def _make(self, index: int) -> Any:

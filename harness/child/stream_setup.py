@@ -186,6 +186,8 @@ def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
         # The backend's own tokenizer, when it has one, so lengths count in its tokens.
         prompts = build_prompt_dataset(config.dataset, config.seed, backend.count_tokens)
         prompts.check_sendable(backend.sends_token_ids)  # a row without what is sent: one line, before any request
+        if backend.answer_schema is not None:  # asked of the server: every answer is checked against it
+            prompts.expect_schema(backend.answer_schema, f"backend {backend.name}'s answer schema")
         return prompts
     if kind == "rank":
         from harness.data.rerank import build_rank_dataset

@@ -12,7 +12,8 @@ none); each drives `backend.stream(sample)` and stamps, on `perf_counter_ns`:
     complete     the stream ended
 
 The whole generated text is kept per request in tokens.jsonl ("text"), with the dataset's
-validator verdict ("valid") when the sample has one, the server's cached prompt tokens
+checks' verdict ("valid", and "invalid": the reason, e.g. schema_invalid) when the sample
+has any (a validator, a JSON Schema: harness.data.validators), the server's cached prompt tokens
 (Usage.cached_tokens) when it reports them, and any figures a
 backend measured itself (a chunk with `metrics`, e.g. its KV-cache bytes).
 
@@ -206,7 +207,7 @@ class StreamingSUT:
         #: how the client counts tokens without usage: "tokenizer", "model" or "chunks"
         self._client_method = backend.token_source
         self._input_method = backend.input_token_method
-        self._validate = dataset.validate
+        self._judge = getattr(dataset, "judge", None)
         #: accuracy mode with token answers: each answer's ids go to LoadGen's log (int32)
         self._log_ids = return_outputs and tokens
         #: the backend's redaction of a request's whole text (its secrets, echoed by a
@@ -549,7 +550,8 @@ class StreamingSUT:
                 if self._redact is not None and answer is None:  # once per request, and only with secrets configured
                     text = self._redact(text)
                 # Checked after the completion was queued to LoadGen, so it is not timed.
-                valid = self._validate(index, text) if self._validate is not None and not error else None
+                judged = self._judge(index, text) if self._judge is not None and not error else None
+                valid, invalid = judged if judged is not None else (None, None)
                 server_reasoning = usage.reasoning_tokens if usage is not None else None
                 thought = "".join(reasoning) if reasoning else None
                 if thought is not None and self._redact is not None:
@@ -572,6 +574,7 @@ class StreamingSUT:
                         "cached_tokens": usage.cached_tokens if usage is not None else None,
                         "text": text,
                         "valid": valid,
+                        **({"invalid": invalid} if invalid else {}),
                         **({"metrics": metrics} if metrics else {}),
                         **(held.tags(index) if held is not None else {}),
                         # only when the answer had reasoning, or the server counted some (a

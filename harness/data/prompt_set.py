@@ -16,7 +16,7 @@ import numpy as np
 
 from backends.base import PromptSample
 from harness.data.datasets import Dataset
-from harness.data.validators import VALIDATORS, make_validator
+from harness.data.validators import VALIDATORS, Check, make_validator, schema_check
 from harness.errors import DatasetError
 
 #: counts the tokens of a text in the tokenizer of the model under test
@@ -43,6 +43,10 @@ class Prompt(PromptSample):
     reference: str | int | float | None = None
     metric: str | None = None
     subset: str | None = None
+
+
+def _wrong_answer(kind: str, check: Callable[[str], bool]) -> Check:
+    return lambda answer: None if check(answer) else f"wrong_answer: validator {kind}"
 
 
 def expected_reusable_fraction(groups: list[int | None], prefix_tokens: list[int], input_tokens: list[int]) -> float | None:
@@ -72,26 +76,53 @@ class PromptDataset(Dataset):
         self.name = name
         self.prompts = prompts
         self.source = source
-        self._checks: dict[int, Callable[[str], bool]] = {}
+        #: each sample's checks, in order: its schema's, then its validator's
+        self._checks: dict[int, list[Check]] = {}
         for i, p in enumerate(prompts):
+            # Built now: a bad schema, regex or validator name fails before the test.
+            if p.response_schema is not None:
+                self._checks.setdefault(i, []).append(schema_check(p.response_schema, f"{name} sample {i}"))
             if p.validator:
-                # Built now: a bad regex or validator name fails before the test.
-                self._checks[i] = make_validator(p.validator, p.expected, f"{name} sample {i}")
+                self._checks.setdefault(i, []).append(_wrong_answer(p.validator, make_validator(p.validator, p.expected, f"{name} sample {i}")))
+        #: samples checked against the backend's schema (`expect_schema`), not one of their own
+        self.backend_schema_rows = 0
         super().__init__(len(prompts))
 
     def _make(self, index: int) -> Prompt:
         return self.prompts[index]
 
+    def expect_schema(self, schema: Any, where: str) -> None:
+        """Every sample without a schema of its own is checked against `schema`, which the
+        backend asks its server for (backends.base.StreamingBackend.answer_schema). Set up
+        before the test; the rows, and so the fingerprint, stay the file's."""
+        check = schema_check(schema, where)
+        for i, p in enumerate(self.prompts):
+            if p.response_schema is None:
+                self._checks[i] = [check, *self._checks.get(i, [])]
+                self.backend_schema_rows += 1
+
+    def judge(self, index: int, answer: str) -> tuple[bool, str | None] | None:
+        """(valid, why not: "reason: detail") of `answer` by the sample's checks, the first
+        that rejects it; None when the sample has none."""
+        checks = self._checks.get(index)
+        if not checks:
+            return None
+        for check in checks:
+            failure = check(answer)
+            if failure is not None:
+                return False, failure
+        return True, None
+
     def validate(self, index: int, answer: str) -> bool | None:
-        """The sample's validator's verdict on `answer`; None when it has no validator."""
-        check = self._checks.get(index)
-        return None if check is None else check(answer)
+        """The sample's checks' verdict on `answer`; None when it has none."""
+        judged = self.judge(index, answer)
+        return None if judged is None else judged[0]
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
         for p in self.prompts:
             row = asdict(p)
-            for key in ("reference", "metric", "subset", "input_ids"):  # absent: the fingerprints of before
+            for key in ("reference", "metric", "subset", "input_ids", "response_schema"):  # absent: the fingerprints of before
                 if row[key] is None:
                     del row[key]
             h.update(json.dumps(row, sort_keys=True).encode())
@@ -131,6 +162,8 @@ class PromptDataset(Dataset):
             "validators": {v: n for v in VALIDATORS if (n := sum(p.validator == v for p in self.prompts))},
             "with_reference": sum(p.reference is not None for p in self.prompts),
             "with_token_ids": sum(p.input_ids is not None for p in self.prompts),
+            # structured outputs: rows with a schema of their own, and those given the backend's
+            "with_schema": sum(p.response_schema is not None for p in self.prompts) + self.backend_schema_rows,
         }
         if any(p.prefix_group is not None for p in self.prompts):
             out["prefix"] = {

@@ -9,7 +9,10 @@ Specs, as given to `--dataset`:
                                      harness.data.validators) overriding the file's; or a
                                      reference `answer` scored for text accuracy, with an
                                      optional `metric` (exact_match by default; rouge,
-                                     choice[:LETTERS], regex:PATTERN, json_field:PATH)
+                                     choice[:LETTERS], regex:PATTERN, json_field:PATH);
+                                     optional `schema`, a JSON Schema the answer must
+                                     follow (structured outputs: sent to the server, and
+                                     each answer checked against it)
     mlperf:SET:PATH                  MLPerf's processed LLM file (harness.data.mlperf_llm):
                                      its prompts, with each row's reference and metric
     sharegpt:PATH[,n=N,seed=S,validator=KIND]
@@ -105,7 +108,7 @@ def _prompt_from(obj: dict[str, Any], where: str, validator: str | None) -> Prom
     if expected is not None and not isinstance(expected, str):
         raise DatasetError(f"{where}: the expected output must be a string")
     unknown = set(obj) - {"prompt", "messages", "max_tokens", "expected", "output", "completion", "id", "validator",
-                          "answer", "metric"}
+                          "answer", "metric", "schema"}
     if unknown:
         raise DatasetError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     line_validator = obj.get("validator", validator)
@@ -121,7 +124,11 @@ def _prompt_from(obj: dict[str, Any], where: str, validator: str | None) -> Prom
         metric = check_metric(obj.get("metric", "exact_match"), where)
     elif "metric" in obj:
         raise DatasetError(f"{where}: `metric` without an `answer`: give the reference answer it scores against")
-    return Prompt(prompt, turns, max_tokens, expected, validator=line_validator, reference=reference, metric=metric)
+    schema = obj.get("schema")
+    if schema is not None and not isinstance(schema, (dict, bool)):
+        raise DatasetError(f"{where}: `schema` must be a JSON Schema (an object), not {type(schema).__name__}")
+    return Prompt(prompt, turns, max_tokens, expected, validator=line_validator, reference=reference, metric=metric,
+                  response_schema=schema)
 
 
 # --- ShareGPT -------------------------------------------------------------------------

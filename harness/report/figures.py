@@ -225,6 +225,9 @@ def headline(summary: dict[str, Any], cost: dict[str, Any] | None) -> list[str]:
     answers = answers_line(summary.get("text_accuracy"))
     if answers:
         lines.append(answers)
+    checked = checks_line(summary)
+    if checked:
+        lines.append(checked)
     setup = setup_line(summary)
     if setup:
         lines.append(setup)
@@ -244,6 +247,29 @@ ACCURACY_LABELS = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"
 
 def _ci(ci: list[float] | None) -> str:
     return f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "—"
+
+
+def validation(summary: dict[str, Any]) -> dict[str, Any] | None:
+    v = (summary.get("tokens") or {}).get("validation")
+    return v if isinstance(v, dict) and v.get("checked") else None
+
+
+def what_was_checked(summary: dict[str, Any]) -> str:
+    """"schema-valid" when every check was a schema's, else "valid"."""
+    ds = summary.get("dataset") or {}
+    return "schema-valid" if ds.get("with_schema") and not ds.get("validators") else "valid"
+
+
+def checks_line(summary: dict[str, Any]) -> str | None:
+    """The headline's line: the valid rate, of how many, and the rejected ones by reason."""
+    v = validation(summary)
+    if v is None:
+        return None
+    line = f"answers {what_was_checked(summary)} {pct(v['rate'])} ({v['valid']:,} of {v['checked']:,} checked)"
+    reasons = v.get("invalid_by_reason") or {}
+    if reasons:
+        line += " · invalid: " + ", ".join(f"{k} {n:,}" for k, n in reasons.items())
+    return cut_middle(line, HEADLINE_WIDTH)
 
 
 def answers_line(section: dict[str, Any] | None) -> str | None:

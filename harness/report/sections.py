@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from harness.analysis.run_data import RunData
+from harness.report import answer_checks
 from harness.report import figures as fig
 from harness.report.vector_figures import vector_latency_table, vector_rates_table
 from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_table, timed
@@ -118,6 +119,14 @@ def _answers(v: View) -> list[Block]:
     if v.details:  # a long sentence: the terminal's default view keeps to 80 columns
         notes.append(Note(f"95% CI: {section['ci_method']}"))
     return [Table(fig.text_accuracy_table(section)), *notes]
+
+
+def _answers_checked(v: View) -> bool:
+    return answer_checks.validation(v.summary) is not None
+
+
+def _checks(v: View) -> list[Block]:
+    return [Table(answer_checks.checks_table(v.summary)), *(Note(n) for n in answer_checks.example_lines(v.summary))]
 
 
 def _accuracy_scored(v: View) -> bool:
@@ -317,7 +326,7 @@ def _settings(v: View) -> list[Block]:
 
 
 #: The one order. It is the terminal's, the view read most (verdict, speed, why, then the
-#: detail), with one exception: the answers' scores come right after throughput, where the
+#: detail), with one exception: the answers' scores and checks come right after throughput, where the
 #: HTML page had them, because a faster run that answers worse is not better. Validity and
 #: reliability are the files' only: the terminal's headline already says each check that
 #: failed, why, the fix and the failures by reason. HTML alone has room for plots, the config
@@ -325,6 +334,7 @@ def _settings(v: View) -> list[Block]:
 SECTIONS: tuple[Section, ...] = (
     Section("throughput", "throughput", _always, lambda v: [Table(fig.throughput_table(v.summary))]),
     Section("answers", "answers' accuracy", _answers_scored, _answers),
+    Section("checks", "answers' checks", _answers_checked, _checks),
     Section("accuracy", "accuracy", _accuracy_scored, _accuracy),
     Section("rerank", "rerank", _has("rerank"), _rerank),
     Section("latency", "latency", _latency_timed, _latency),

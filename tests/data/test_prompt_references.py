@@ -72,7 +72,8 @@ def test_a_row_without_a_reference_is_one_line_naming_it(tmp_path):
 
 
 def test_prompts_without_references_keep_their_fingerprint():
-    """Adding the reference fields (and the token ids) changed no existing dataset's fingerprint (repro checks)."""
+    """Adding the reference fields (and the token ids, and a row's schema) changed no existing dataset's
+    fingerprint (repro checks)."""
     ds = build_prompt_dataset("synthetic:isl=8,osl=4,n=3", seed=0)
     assert ds.references() is None
     import hashlib
@@ -80,6 +81,6 @@ def test_prompts_without_references_keep_their_fingerprint():
 
     h = hashlib.sha256()
     for p in ds.prompts:
-        row = {k: v for k, v in asdict(p).items() if k not in ("reference", "metric", "subset", "input_ids")}
+        row = {k: v for k, v in asdict(p).items() if k not in ("reference", "metric", "subset", "input_ids", "response_schema")}
         h.update(json.dumps(row, sort_keys=True).encode())
     assert ds.fingerprint() == h.hexdigest()
