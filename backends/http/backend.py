@@ -32,6 +32,7 @@ from backends.base import (
     StreamingBackend,
     TensorSpec,
 )
+from backends.content import media_parts
 from backends.http.client import HttpClient
 from backends.http.options import BaseHttpOptions
 from backends.http.protocol import Bound, HttpProtocol
@@ -81,6 +82,9 @@ class PreparedRequest:
     body: bytes
     input_tokens: int  # counted locally (tokenizer) or the generator's target; 0 unknown
     headers: bytes = b""  # this request's own header lines (a session's affinity header)
+    #: a request with images or videos: their counts and bytes (before base64), kept with the
+    #: request's size and upload time in tokens.jsonl's `metrics`; None: a text request
+    media: dict[str, int] | None = None
 
 
 class HttpBackend(StreamingBackend):
@@ -208,7 +212,11 @@ class HttpBackend(StreamingBackend):
 
     # --- prepare: sample -> request body, before the timed test -----------------------
     def prepare(self, sample: Sample) -> PreparedRequest:
-        return PreparedRequest(self._protocol.encode(sample), self._protocol.input_tokens(sample))
+        body = self._protocol.encode(sample)
+        parts = media_parts(sample.messages) if isinstance(sample, PromptSample) else ()
+        media = {"images": sum(p.kind == "image" for p in parts), "videos": sum(p.kind == "video" for p in parts),
+                 "media_bytes": sum(p.nbytes for p in parts)} if parts else None
+        return PreparedRequest(body, self._protocol.input_tokens(sample), media=media)
 
     @property
     def input_token_method(self) -> str:
@@ -281,7 +289,12 @@ class HttpBackend(StreamingBackend):
             self.requests_retried += attempt == 1
             yield Chunk(n_tokens=0, retry=failure.reason)
         try:
-            yield Chunk(n_tokens=0, headers=resp.status)
+            if sample.media is None:
+                yield Chunk(n_tokens=0, headers=resp.status)
+            else:  # what the request carried, and how long its body took to leave (client.Response)
+                upload = (resp.sent_ns - resp.begin_ns) / 1e6 if resp.sent_ns else None
+                yield Chunk(n_tokens=0, headers=resp.status, metrics={
+                    **sample.media, "request_bytes": len(sample.body), "upload_ms": upload})
             parser = self._protocol.stream_parser()
             if parser is not None:
                 # Parsed here rather than in a nested async generator: every chunk would

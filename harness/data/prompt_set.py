@@ -16,6 +16,7 @@ import numpy as np
 
 from backends.base import PromptSample
 from harness.data.datasets import Dataset
+from harness.data.media import media_description
 from harness.data.validators import VALIDATORS, make_validator
 from harness.errors import DatasetError
 
@@ -132,6 +133,9 @@ class PromptDataset(Dataset):
             "with_reference": sum(p.reference is not None for p in self.prompts),
             "with_token_ids": sum(p.input_ids is not None for p in self.prompts),
         }
+        media = media_description(p.messages for p in self.prompts)
+        if media is not None:  # images and videos per request, their bytes (harness.data.media)
+            out["media"] = media
         if any(p.prefix_group is not None for p in self.prompts):
             out["prefix"] = {
                 "groups": self.source.get("prefix_groups"),
