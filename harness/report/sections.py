@@ -198,6 +198,13 @@ def _tokens(v: View) -> list[Block]:
     return [Table(spec) for spec in specs]
 
 
+def _media(v: View) -> list[Block]:
+    from harness.report.media_view import media_lines, media_table
+
+    section = v.summary["media"]
+    return [Table(media_table(section)), *(Note(line) for line in media_lines(section))]
+
+
 def _sessions(v: View) -> list[Block]:
     s = v.summary
 
@@ -318,6 +325,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("rates", "achieved vs target rate", _targeted, _rates),
     Section("schedule", "arrival schedule", _scheduled, _schedule),
     Section("tokens", "tokens", _has("tokens"), _tokens),
+    Section("media", "images and video", _has("media"), _media),
     Section("sessions", "sessions", _has("sessions"), _sessions),
     Section("telemetry", "system under test (telemetry)", _has("telemetry"), _telemetry),
     Section("scale-out", "scale-out", _scaled_out, _scale_out),
