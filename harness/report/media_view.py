@@ -23,7 +23,7 @@ def _count(v: float | None) -> str:
 
 
 def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.3f}" if v < 1 else f"{v:,.1f}"
+    return "-" if v is None else f"{v:,.2f}"
 
 
 def media_table(section: dict[str, Any]) -> Table:
@@ -41,18 +41,17 @@ def media_table(section: dict[str, Any]) -> Table:
     row("upload (ms)", section["upload_ms"], _ms)
     tokens = section["input_tokens"]
     row("input tokens", tokens["total"], _count)
-    row("  image tokens", tokens.get("image"), _count)
-    row("  text tokens", tokens.get("text"), _count)
+    row("image tokens (of input)", tokens.get("image"), _count)
+    row("text tokens (of input)", tokens.get("text"), _count)
     return ["per request", "p50", "p99", "max"], rows
 
 
 def media_lines(section: dict[str, Any]) -> list[str]:
     """Sentences beside the table: the requests, the upload rate, the tokens' source, the
     synthetic set and what sets its size."""
-    lines = [f"{section['requests']:,} successful requests with media "
-             f"(of {section['requests_sent']:,} answered); upload "
-             + (f"{num(section['upload_mb_per_s'], 1)} MB/s over {section['uploads_timed']:,} timed bodies"
-                if section.get("upload_mb_per_s") is not None else "not timed")]
+    timed = section.get("upload_mb_per_s")
+    lines = [f"{section['requests']:,} of {section['requests_answered']:,} answered requests with media succeeded; "
+             + (f"upload {timed:,.0f} MB/s" if timed is not None else "upload not timed")]
     lines.append(f"input tokens: {section['input_tokens']['source']}")
     synthetic = section.get("synthetic")
     if synthetic:
@@ -61,9 +60,9 @@ def media_lines(section: dict[str, Any]) -> list[str]:
             fmt = f"{fmt} q{synthetic['quality']}"
         lines.append(f"synthetic images: {synthetic.get('image_size')} {fmt}, {synthetic.get('content')}, "
                      f"{synthetic.get('images_per_request')} per request")
-    if section.get("note"):
-        lines.append(section["note"])
+    if section.get("note"):  # the summary's sentence, in words that fit a terminal line
+        lines.append("the content sets the compressed size, not the pixel count")
     held = section.get("dataset") or {}
     if held.get("by_url"):
-        lines.append(f"{held['by_url']:,} media sent as URLs: the server fetched them, their bytes are not in the request")
+        lines.append(f"{held['by_url']:,} sent as URLs: fetched by the server, not in the body")
     return lines

@@ -51,7 +51,7 @@ def media_summary(token_entries: list[dict[str, Any]], child: dict[str, Any]) ->
         source = "client (the server reported no usage): text only, the media's tokens are not in it"
     out: dict[str, Any] = {
         "requests": len(ok),
-        "requests_sent": len(sent),
+        "requests_answered": len(sent),  # answered 2xx: their bytes and upload were recorded
         "images_per_request": _dist([x.get("images", 0) for x in m]),
         "videos_per_request": _dist([x.get("videos", 0) for x in m]) if any(x.get("videos") for x in m) else None,
         "media_bytes_per_request": _dist([x.get("media_bytes", 0) for x in m]),
