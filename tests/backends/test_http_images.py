@@ -106,6 +106,14 @@ def test_images_and_video_arrive_exact_offline(tmp_path):
     assert by_index[1]["input_tokens"] == 5 + by_index[1]["image_tokens"]  # "Be brief." + "Compare these two"
     assert media["input_tokens"]["image"]["max"] == max(image_tokens(64, 48), image_tokens(40, 30) + image_tokens(16, 16))
     assert media["input_tokens"]["image"]["min"] == 0  # the video's request: the server counted no image
+    _schema_valid(s)
+
+
+def _schema_valid(summary: dict) -> None:
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(json.loads(json.dumps(summary)))
 
 
 def test_synthetic_images_under_a_server_scenario_at_a_low_rate(tmp_path):
@@ -123,6 +131,7 @@ def test_synthetic_images_under_a_server_scenario_at_a_low_rate(tmp_path):
     assert media["synthetic"] == {"image_size": "128x96", "images_per_request": 2, "format": "png", "content": "gradient",
                                   "quality": None}
     assert media["note"] and "content sets the compressed size" in media["note"]
+    _schema_valid(s)
 
 
 def test_a_server_that_refuses_an_image_part_fails_that_request_by_its_reason(tmp_path):
