@@ -291,10 +291,13 @@ class HttpBackend(StreamingBackend):
         try:
             if sample.media is None:
                 yield Chunk(n_tokens=0, headers=resp.status)
-            else:  # what the request carried, and how long its body took to leave (client.Response)
-                upload = (resp.sent_ns - resp.begin_ns) / 1e6 if resp.sent_ns else None
+            else:  # what the request carried, and how long its body took to leave (client.Response):
+                # from its first byte's write, and from the request call (a connection's wait included)
+                sent = resp.sent_ns
                 yield Chunk(n_tokens=0, headers=resp.status, metrics={
-                    **sample.media, "request_bytes": len(sample.body), "upload_ms": upload})
+                    **sample.media, "request_bytes": len(sample.body),
+                    "upload_ms": (sent - resp.write_ns) / 1e6 if sent else None,
+                    "call_to_sent_ms": (sent - resp.begin_ns) / 1e6 if sent else None})
             parser = self._protocol.stream_parser()
             if parser is not None:
                 # Parsed here rather than in a nested async generator: every chunk would

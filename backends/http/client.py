@@ -20,9 +20,10 @@ connection, and a request past its deadline is never sent. What it does not: red
 proxies, cookies, HTTP/2 and compressed bodies (it sends no Accept-Encoding; the backend
 refuses a 3xx and a Content-Encoding); inference servers do not need them.
 
-Upload time: each response says when the request was called (`begin_ns`) and when its
-last byte left the client for the kernel (`sent_ns`): at once when the write call took it
-all, else when asyncio's write buffer drained (`resume_writing`, its high water mark 0).
+Upload time: each response says when the request was called (`begin_ns`), when its first
+byte was written (`write_ns`: a connection in hand) and when its last byte left the client
+for the kernel (`sent_ns`): at once when the write call took it all, else when asyncio's
+write buffer drained (`resume_writing`, its high water mark 0).
 
 Errors: `ConnectError` (no connection: refused, DNS, TLS), `Disconnected` (closed before
 the response headers), `PayloadError` (the body broke off or is not HTTP), and
@@ -51,13 +52,15 @@ class Response:
     """One response: status and headers at once, the body as it arrives."""
 
     __slots__ = ("status", "headers", "_conn", "_chunks", "_done", "_error", "_waiter", "_got_bytes", "_deadline",
-                 "begin_ns", "sent_ns")
+                 "begin_ns", "write_ns", "sent_ns")
 
     def __init__(self, conn: _Connection, deadline: float, begin_ns: int = 0) -> None:
         self.status = 0
-        #: perf_counter_ns when `request` was called, and when the request's last byte left
-        #: the client's write buffer for the kernel (0: not known, e.g. answered before that)
+        #: perf_counter_ns when `request` was called, when its first byte was written (a
+        #: connection in hand), and when its last byte left the client's write buffer for the
+        #: kernel (0: not known, e.g. answered before that)
         self.begin_ns = begin_ns
+        self.write_ns = 0
         self.sent_ns = 0
         self.headers: dict[str, str] = {}
         self._conn = conn
@@ -406,6 +409,7 @@ class HttpClient:
                 raise _total_timeout(self.total_timeout, "before it could be sent")
             r = conn.response = Response(conn, deadline, begin)
             transport = conn.transport
+            r.write_ns = time.perf_counter_ns()
             if message is not None:
                 transport.write(message)
             else:

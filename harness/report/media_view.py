@@ -39,6 +39,7 @@ def media_table(section: dict[str, Any]) -> Table:
     row("media bytes / request", section["media_bytes_per_request"], _bytes)
     row("request body", section["request_bytes"], _bytes)
     row("upload (ms)", section["upload_ms"], _ms)
+    row("call to sent (ms)", section.get("call_to_sent_ms"), _ms)
     tokens = section["input_tokens"]
     row("input tokens", tokens["total"], _count)
     row("image tokens (of input)", tokens.get("image"), _count)

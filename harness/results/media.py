@@ -2,8 +2,9 @@
 
 Read from the folder alone: tokens.jsonl's per-request `metrics` (the http backend keeps,
 for each request that carried media, its images, videos, media bytes before base64, the
-request body's bytes and its upload time: from the request call until the body's last
-byte left the client for the kernel) and `input_tokens`/`input_source`/`image_tokens`;
+request body's bytes and its upload time: until the body's last byte left the client for
+the kernel, from its first byte's write; `call_to_sent_ms` from
+the request call, a wait for a pooled connection included) and `input_tokens`/`input_source`/`image_tokens`;
 child.json's dataset description (what the dataset held, and a synthetic set's settings).
 
 Input tokens are the server's (usage.prompt_tokens) where it reported them. Text and image
@@ -57,6 +58,8 @@ def media_summary(token_entries: list[dict[str, Any]], child: dict[str, Any]) ->
         "media_bytes_per_request": _dist([x.get("media_bytes", 0) for x in m]),
         "request_bytes": _dist([x["request_bytes"] for x in m]),
         "upload_ms": _dist(uploads),
+        # from the request call: the wait for a pooled connection (or a connect) included
+        "call_to_sent_ms": _dist([x["call_to_sent_ms"] for x in m if isinstance(x.get("call_to_sent_ms"), (int, float))]),
         # bytes over time summed, not a mean of rates: a few tiny bodies would dominate that
         "upload_mb_per_s": upload_bytes / 1e6 / (sum(uploads) / 1e3) if uploads and sum(uploads) > 0 else None,
         "uploads_timed": len(uploads),

@@ -98,6 +98,8 @@ def test_images_and_video_arrive_exact_offline(tmp_path):
     assert media["request_bytes"]["max"] == max(received.values())
     assert media["images_per_request"]["max"] == 2 and media["videos_per_request"]["max"] == 1
     assert media["uploads_timed"] == media["requests"] and media["upload_ms"]["min"] > 0
+    # the write's own time is part of the time from the request call (which waits for a connection)
+    assert all(0 < e["metrics"]["upload_ms"] <= e["metrics"]["call_to_sent_ms"] for e in entries)
     # input tokens: the server's split, equal to what it counted from the images it decoded
     assert media["input_tokens"]["source"] == "server split"
     by_index = {e["sample_index"]: e for e in entries}
