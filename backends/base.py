@@ -101,7 +101,8 @@ class PromptSample:
     """
 
     prompt: str | None = None
-    #: chat messages ({"role", "content"} and, in a session, a turn's tool calls)
+    #: chat messages ({"role", "content"} and, in a session, a turn's tool calls); a content
+    #: is a string or a tuple of typed parts (backends.content: text, image, video)
     messages: tuple[dict[str, Any], ...] | None = None
     #: the answer's length to ask for; None: the backend's default
     max_tokens: int | None = None
@@ -116,10 +117,13 @@ class PromptSample:
     response_schema: Mapping[str, Any] | None = None
 
     def text(self) -> str:
-        """The whole input as one text, for local token counting."""
+        """The whole input as one text, for local token counting (a message's media parts,
+        backends.content, are left out: the server counts those)."""
         if self.prompt is not None:
             return self.prompt
-        return "\n".join(str(m.get("content") or "") for m in self.messages or ())
+        from backends.content import content_text
+
+        return "\n".join(content_text(m.get("content")) for m in self.messages or ())
 
     def chat(self) -> list[dict[str, Any]]:
         """The messages a chat API is sent: the sample's, or its prompt as one user turn."""
@@ -159,6 +163,9 @@ class Usage:
     cached_tokens: int | None = None
     #: generated tokens the model reasoned with (completion_tokens_details.reasoning_tokens)
     reasoning_tokens: int | None = None
+    #: prompt tokens the server says were the images' (prompt_tokens_details.image_tokens),
+    #: None where it gives no split (its prompt tokens are then the server's total)
+    image_tokens: int | None = None
     #: seconds of audio the request carried
     audio_seconds: float | None = None
     #: vectors the answer carried (embeddings)

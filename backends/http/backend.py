@@ -32,6 +32,7 @@ from backends.base import (
     StreamingBackend,
     TensorSpec,
 )
+from backends.content import media_parts
 from backends.http.options import BaseHttpOptions
 from backends.http.protocol import Bound, HttpProtocol, Transport, TransportSettings
 from backends.http.registry import get as protocol_class
@@ -81,6 +82,9 @@ class PreparedRequest:
     input_tokens: int  # counted locally (tokenizer) or the generator's target; 0 unknown
     headers: bytes = b""  # this request's own header lines (a session's affinity header)
     expected: Any = None  # what the answer is checked against (HttpProtocol.expected)
+    #: a request with images or videos: their counts and bytes (before base64), kept with the
+    #: request's size and upload time in tokens.jsonl's `metrics`; None: a text request
+    media: dict[str, int] | None = None
 
 
 class HttpBackend(StreamingBackend):
@@ -219,7 +223,11 @@ class HttpBackend(StreamingBackend):
     # --- prepare: sample -> request body, before the timed test -----------------------
     def prepare(self, sample: Sample) -> PreparedRequest:
         p = self._protocol
-        return PreparedRequest(p.encode(sample), p.input_tokens(sample), expected=p.expected(sample))
+        body = p.encode(sample)
+        parts = media_parts(sample.messages) if isinstance(sample, PromptSample) else ()
+        media = {"images": sum(x.kind == "image" for x in parts), "videos": sum(x.kind == "video" for x in parts),
+                 "media_bytes": sum(x.nbytes for x in parts)} if parts else None
+        return PreparedRequest(body, p.input_tokens(sample), expected=p.expected(sample), media=media)
 
     def group(self, requests: list[PreparedRequest]) -> PreparedRequest:
         """Several samples' requests as one, joined by the protocol (max_inputs_per_request)."""
@@ -298,7 +306,15 @@ class HttpBackend(StreamingBackend):
             self.requests_retried += attempt == 1
             yield Chunk(n_tokens=0, retry=failure.reason)
         try:
-            yield Chunk(n_tokens=0, headers=resp.status)
+            if sample.media is None:
+                yield Chunk(n_tokens=0, headers=resp.status)
+            else:  # what the request carried, and how long its body took to leave (client.Response):
+                # from its first byte's write, and from the request call (a connection's wait included)
+                sent = resp.sent_ns
+                yield Chunk(n_tokens=0, headers=resp.status, metrics={
+                    **sample.media, "request_bytes": len(sample.body),
+                    "upload_ms": (sent - resp.write_ns) / 1e6 if sent else None,
+                    "call_to_sent_ms": (sent - resp.begin_ns) / 1e6 if sent else None})
             parser = self._protocol.stream_parser()
             if parser is not None:
                 # Parsed here rather than in a nested async generator: every chunk would

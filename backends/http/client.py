@@ -20,6 +20,11 @@ connection, and a request past its deadline is never sent. What it does not: red
 proxies, cookies, HTTP/2 and compressed bodies (it sends no Accept-Encoding; the backend
 refuses a 3xx and a Content-Encoding); inference servers do not need them.
 
+Upload time: each response says when the request was called (`begin_ns`), when its first
+byte was written (`write_ns`: a connection in hand) and when its last byte left the client
+for the kernel (`sent_ns`): at once when the write call took it all, else when asyncio's
+write buffer drained (`resume_writing`, its high water mark 0).
+
 Errors: `ConnectError` (no connection: refused, DNS, TLS), `Disconnected` (closed before
 the response headers), `PayloadError` (the body broke off or is not HTTP), and
 `asyncio.TimeoutError` with what timed out.
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
@@ -45,10 +51,17 @@ from harness.errors import ConnectError, Disconnected, PayloadError
 class Response:
     """One response: status and headers at once, the body as it arrives."""
 
-    __slots__ = ("status", "headers", "_conn", "_chunks", "_done", "_error", "_waiter", "_got_bytes", "_deadline")
+    __slots__ = ("status", "headers", "_conn", "_chunks", "_done", "_error", "_waiter", "_got_bytes", "_deadline",
+                 "begin_ns", "write_ns", "sent_ns")
 
-    def __init__(self, conn: _Connection, deadline: float) -> None:
+    def __init__(self, conn: _Connection, deadline: float, begin_ns: int = 0) -> None:
         self.status = 0
+        #: perf_counter_ns when `request` was called, when its first byte was written (a
+        #: connection in hand), and when its last byte left the client's write buffer for the
+        #: kernel (0: not known, e.g. answered before that)
+        self.begin_ns = begin_ns
+        self.write_ns = 0
+        self.sent_ns = 0
         self.headers: dict[str, str] = {}
         self._conn = conn
         self._chunks: list[bytes] = []
@@ -146,6 +159,15 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        # Flow control is not used to throttle (requests are written whole); with a high
+        # water mark of 0, asyncio calls resume_writing when the buffer has drained, which
+        # stamps when a large body (an image) has left for the kernel: its upload time.
+        transport.set_write_buffer_limits(high=0)
+
+    def resume_writing(self) -> None:
+        r = self.response
+        if r is not None and not r.sent_ns:
+            r.sent_ns = time.perf_counter_ns()
 
     def data_received(self, data: bytes) -> None:
         r = self.response
@@ -376,6 +398,7 @@ class HttpClient:
             method.encode(), path.encode(), self._header_block, headers, len(body),
         )  # fmt: skip
         message = head + body if len(body) < 65536 else None  # one write, one segment
+        begin = time.perf_counter_ns()
         loop = self._loop
         deadline = loop.time() + self.total_timeout
         conn, reused = await self._acquire(deadline)
@@ -384,11 +407,15 @@ class HttpClient:
             if loop.time() >= deadline:
                 self._release(conn, reuse=True)
                 raise _total_timeout(self.total_timeout, "before it could be sent")
-            r = conn.response = Response(conn, deadline)
+            r = conn.response = Response(conn, deadline, begin)
+            transport = conn.transport
+            r.write_ns = time.perf_counter_ns()
             if message is not None:
-                conn.transport.write(message)
+                transport.write(message)
             else:
-                conn.transport.writelines((head, body))
+                transport.writelines((head, body))
+            if not transport.get_write_buffer_size():  # all handed to the kernel in the call
+                r.sent_ns = time.perf_counter_ns()
             try:
                 while not r.status:
                     if r._error is not None:

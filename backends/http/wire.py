@@ -323,4 +323,5 @@ def openai_usage(usage: dict[str, Any]) -> Usage:
         input_tokens=_count(usage, "prompt_tokens"),
         cached_tokens=_count(usage.get("prompt_tokens_details"), "cached_tokens"),
         reasoning_tokens=_count(usage.get("completion_tokens_details"), "reasoning_tokens"),
+        image_tokens=_count(usage.get("prompt_tokens_details"), "image_tokens"),
     )

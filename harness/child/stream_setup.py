@@ -226,8 +226,10 @@ def warmup_request(dataset: Dataset, i: int, backend: StreamingBackend | None = 
     base = source.materialize(i % len(source))
     mark = f"Warm-up request {i}, not timed. "
     if base.messages:
-        first, *rest = base.messages
-        sample = replace(base, messages=({**first, "content": mark + first.get("content", "")}, *rest))
+        from backends.content import prefixed
+
+        first, *rest = base.messages  # a content of parts gets the marker in its first text part
+        sample = replace(base, messages=({**first, "content": prefixed(first.get("content", ""), mark)}, *rest))
     else:
         sample = replace(base, prompt=mark + (base.prompt or ""))
     if base.input_ids is not None:

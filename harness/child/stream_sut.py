@@ -572,6 +572,8 @@ class StreamingSUT:
                         "input_source": "usage" if server_input else self._input_method,
                         "retries": retries,
                         "cached_tokens": usage.cached_tokens if usage is not None else None,
+                        # the server's split of the prompt into image tokens, only where it gives one
+                        **({"image_tokens": usage.image_tokens} if usage is not None and usage.image_tokens is not None else {}),
                         "text": text,
                         "valid": valid,
                         **({"invalid": invalid} if invalid else {}),

@@ -16,6 +16,7 @@ import numpy as np
 
 from backends.base import PromptSample
 from harness.data.datasets import Dataset
+from harness.data.media import media_description
 from harness.data.validators import VALIDATORS, Check, make_validator, schema_check
 from harness.errors import DatasetError
 
@@ -165,6 +166,9 @@ class PromptDataset(Dataset):
             # structured outputs: rows with a schema of their own, and those given the backend's
             "with_schema": sum(p.response_schema is not None for p in self.prompts) + self.backend_schema_rows,
         }
+        media = media_description(p.messages for p in self.prompts)
+        if media is not None:  # images and videos per request, their bytes (harness.data.media)
+            out["media"] = media
         if any(p.prefix_group is not None for p in self.prompts):
             out["prefix"] = {
                 "groups": self.source.get("prefix_groups"),

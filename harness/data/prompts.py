@@ -12,7 +12,14 @@ Specs, as given to `--dataset`:
                                      choice[:LETTERS], regex:PATTERN, json_field:PATH);
                                      optional `schema`, a JSON Schema the answer must
                                      follow (structured outputs: sent to the server, and
-                                     each answer checked against it)
+                                     each answer checked against it).
+                                     Media: `images` (a list of paths relative to the file,
+                                     or URLs) and/or `video` (one), sent with the (last) user
+                                     turn as image_url / video_url parts; or a message's
+                                     `content` given as OpenAI parts (text, image_url,
+                                     video_url). Parameter: max_media_bytes (harness.data.media)
+    images:DIR, visionarena:PATH, sharegpt4v:PATH, synthetic-images[:...]
+                                     prompts with images (harness.data.media_sets)
     mlperf:SET:PATH                  MLPerf's processed LLM file (harness.data.mlperf_llm):
                                      its prompts, with each row's reference and metric
     sharegpt:PATH[,n=N,seed=S,validator=KIND]
@@ -49,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.jsonl import json_objects
+from harness.data.media import MAX_MEDIA_BYTES, image_part, max_bytes_param, user_content, video_part
 from harness.data.prompt_set import Prompt, PromptDataset, TokenCounter
 from harness.data.spec import parse_dataset_spec
 from harness.data.synthetic_prompts import synthetic_prompts
@@ -67,10 +75,11 @@ def _validator_param(params: dict[str, str], spec: str) -> str | None:
 # --- JSONL ----------------------------------------------------------------------------
 
 
-def load_jsonl(path: Path, validator: str | None = None) -> PromptDataset:
+def load_jsonl(path: Path, validator: str | None = None, max_media_bytes: int = MAX_MEDIA_BYTES) -> PromptDataset:
     if not path.is_file():
         raise DatasetError(f"prompt file {path} does not exist")
-    prompts = [_prompt_from(obj, where, validator)
+    media = _Media(path.parent, max_media_bytes)
+    prompts = [_prompt_from(obj, where, validator, media)
                for where, obj in json_objects(path, lambda _, line: f"{path}:{line}", "`prompt` or `messages`")]
     if not prompts:
         raise DatasetError(f"prompt file {path} holds no prompts")
@@ -80,6 +89,8 @@ def load_jsonl(path: Path, validator: str | None = None) -> PromptDataset:
         raise DatasetError(f"{path}: row {row} has no `answer`, while row {scored.index(True)} has one: "
                            "give every row a reference answer, or none")
     source: dict[str, Any] = {"path": str(path), "validator": validator}
+    if media.used:
+        source["max_media_bytes"] = max_media_bytes
     if any(scored):  # text accuracy: the references' file, pinned
         from harness.data.hashing import sha256_file
 
@@ -87,20 +98,76 @@ def load_jsonl(path: Path, validator: str | None = None) -> PromptDataset:
     return PromptDataset("jsonl", prompts, source)
 
 
-def _prompt_from(obj: dict[str, Any], where: str, validator: str | None) -> Prompt:
+class _Media:
+    """A JSONL file's media: paths relative to its folder, each file held to the limit."""
+
+    def __init__(self, base: Path, limit: int) -> None:
+        self.base, self.limit, self.used = base, limit, False
+
+    def parts(self, obj: dict[str, Any], where: str) -> list[Any]:
+        """The row's `images` and `video` as parts (read, checked and encoded now)."""
+        images, video = obj.get("images"), obj.get("video")
+        if images is not None and (not isinstance(images, list) or not all(isinstance(i, str) for i in images)):
+            raise DatasetError(f"{where}: `images` must be a list of paths (relative to the file) or URLs")
+        if video is not None and not isinstance(video, str):
+            raise DatasetError(f"{where}: `video` must be a path (relative to the file) or a URL")
+        out: list[Any] = [image_part(i, self.base, where, self.limit) for i in images or ()]
+        if video is not None:
+            out.append(video_part(video, self.base, where, self.limit))
+        self.used = self.used or bool(out)
+        return out
+
+    def content(self, content: Any, where: str) -> Any:
+        """A message's content: a string, or OpenAI parts (text, image_url, video_url) typed."""
+        from backends.content import TextPart
+
+        if isinstance(content, str):
+            return content
+        if not isinstance(content, list) or not content:
+            raise DatasetError(f"{where}: a message's `content` must be a string or a non-empty list of parts")
+        parts: list[Any] = []
+        for k, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else None
+            value = part.get(kind) if kind else None
+            url = value.get("url") if isinstance(value, dict) else value
+            if kind == "text" and isinstance(value, str):
+                parts.append(TextPart(value))
+            elif kind == "image_url" and isinstance(url, str):
+                parts.append(image_part(url, self.base, f"{where} part {k}", self.limit))
+            elif kind == "video_url" and isinstance(url, str):
+                parts.append(video_part(url, self.base, f"{where} part {k}", self.limit))
+            else:
+                raise DatasetError(f"{where}: content part {k} is not one of text, image_url {{url}}, video_url {{url}}")
+        self.used = True
+        return tuple(parts)
+
+
+def _prompt_from(obj: dict[str, Any], where: str, validator: str | None, media: _Media) -> Prompt:
     prompt, messages = obj.get("prompt"), obj.get("messages")
     if (prompt is None) == (messages is None):
         raise DatasetError(f"{where}: give exactly one of `prompt` (text) and `messages` (chat turns)")
     if prompt is not None and not isinstance(prompt, str):
         raise DatasetError(f"{where}: `prompt` must be a string")
-    turns: tuple[dict[str, str], ...] | None = None
+    turns: tuple[dict[str, Any], ...] | None = None
     if messages is not None:
         if not isinstance(messages, list) or not messages or not all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), (str, list))
             for m in messages
         ):
-            raise DatasetError(f"{where}: `messages` must be a non-empty list of {{role, content}} strings")
-        turns = tuple({"role": m["role"], "content": m["content"]} for m in messages)
+            raise DatasetError(f"{where}: `messages` must be a non-empty list of {{role, content}}, "
+                               "each content a string or a list of parts")
+        turns = tuple({"role": m["role"], "content": media.content(m["content"], where)} for m in messages)
+    attached = media.parts(obj, where)
+    if attached:  # sent with the last user turn, after its text
+        if turns is None:
+            turns, prompt = ({"role": "user", "content": user_content(prompt, attached)},), None
+        else:
+            last = max((i for i, m in enumerate(turns) if m["role"] == "user"), default=None)
+            if last is None:
+                raise DatasetError(f"{where}: `images`/`video` go with a user turn, and `messages` has none")
+            content = turns[last]["content"]
+            content = content if isinstance(content, tuple) else user_content(content, ())
+            turns = (*turns[:last], {**turns[last], "content": (*content, *attached)}, *turns[last + 1:])
     max_tokens = obj.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise DatasetError(f"{where}: `max_tokens` must be a positive integer")
@@ -108,7 +175,7 @@ def _prompt_from(obj: dict[str, Any], where: str, validator: str | None) -> Prom
     if expected is not None and not isinstance(expected, str):
         raise DatasetError(f"{where}: the expected output must be a string")
     unknown = set(obj) - {"prompt", "messages", "max_tokens", "expected", "output", "completion", "id", "validator",
-                          "answer", "metric", "schema"}
+                          "answer", "metric", "schema", "images", "video"}
     if unknown:
         raise DatasetError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     line_validator = obj.get("validator", validator)
@@ -217,12 +284,25 @@ def build_prompt_dataset(spec: str, seed: int, count_tokens: TokenCounter | None
     if parsed.kind in ("jsonl", "npy") and parsed.path is not None:
         # A file given without a kind reads as `npy:PATH` unless it ends in .jsonl; for a
         # generative backend it is still a prompt file, so every spelling lands here.
-        return load_jsonl(parsed.path, _validator_param(parsed.params, spec))
+        return load_jsonl(parsed.path, _validator_param(parsed.params, spec), max_bytes_param(dict(parsed.params), spec))
+    if parsed.kind == "images" and parsed.path is not None:
+        from harness.data.media_sets import load_image_folder
+
+        return load_image_folder(spec, parsed.path, parsed.params)
+    if parsed.kind in ("visionarena", "sharegpt4v") and parsed.path is not None:
+        from harness.data.media_sets import load_layout
+
+        return load_layout(parsed.kind, spec, parsed.path, parsed.params, seed, count_tokens)
+    if parsed.kind == "synthetic-images":
+        from harness.data.media_sets import synthetic_images
+
+        return synthetic_images(spec, parsed.params, seed)
     params = dict(parsed.params)
     if parsed.kind != "synthetic":
         raise DatasetError(
-            f"unknown prompt dataset {spec!r}: use a .jsonl file of prompts, sharegpt:FILE.json or "
-            "synthetic:isl=N,osl=N[,n=N,seed=S,prefix_groups=G,prefix_len=L]"
+            f"unknown prompt dataset {spec!r}: use a .jsonl file of prompts, sharegpt:FILE.json, "
+            "synthetic:isl=N,osl=N[,n=N,seed=S,prefix_groups=G,prefix_len=L], or with images images:DIR, "
+            "visionarena:FILE, sharegpt4v:FILE or synthetic-images[:image_size=N,...]"
         )
 
     ds = synthetic_prompts(spec, params, seed, count_tokens)

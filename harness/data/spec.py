@@ -4,7 +4,7 @@
                                                (n, seed) or prompts (isl, osl, n, seed, prefix_*)
     digits                                     scikit-learn's digits, labelled
     npy:PATH, or PATH of a folder              .npy/.npz samples, optional labels.npy
-    jsonl:PATH[,validator=KIND], or PATH.jsonl prompts, one JSON object a line
+    jsonl:PATH[,validator=KIND], or PATH.jsonl prompts, one JSON object a line (images, video)
     sharegpt:PATH[,n=N,seed=S,validator=KIND]  ShareGPT conversations
     chat-sessions:PATH, sharegpt-sessions:PATH[,n=N,seed=S], synthetic-sessions[:KEY=VALUE,...]
                                                multi-turn sessions (harness.data.sessions)
@@ -12,6 +12,8 @@
                                                BurstGPT), replayed at its times (harness.data.traces)
     rerank:PATH[,metric=M,k=K], synthetic-rerank[:KEY=VALUE,...]
                                                a query and its documents a sample (harness.data.rerank)
+    images:DIR, visionarena:PATH, sharegpt4v:PATH, synthetic-images[:KEY=VALUE,...]
+                                               prompts with images (harness.data.media_sets)
     mlperf:SET:PATH                            MLPerf's processed LLM file, as shipped, with
                                                its references (SET: a benchmark record's
                                                dataset, harness.data.benchmarks.DATASETS;
@@ -32,15 +34,20 @@ from harness.data.benchmarks import DATASETS
 from harness.errors import DatasetError
 
 #: kinds whose first item is a path, with the parameters that may follow it
-PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator",), "sharegpt": ("n", "seed", "validator"),
+PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator", "max_media_bytes"),
+                                          "sharegpt": ("n", "seed", "validator"),
                                           "chat-sessions": (), "sharegpt-sessions": ("n", "seed"),
                                           "trace": ("format", "time_scale", "start_s", "end_s", "max_idle_s",
                                                     "block_size", "seed"),
-                                          "rerank": ("metric", "k")}
+                                          "rerank": ("metric", "k"),
+                                          # prompt sets with images (harness.data.media_sets)
+                                          "images": ("prompt", "images_per_request", "osl", "max_media_bytes"),
+                                          "visionarena": ("n", "seed", "osl", "max_media_bytes"),
+                                          "sharegpt4v": ("image_root", "n", "seed", "osl", "max_media_bytes")}
 #: MLPerf's LLM sets: the benchmark records' datasets
 MLPERF_SETS = DATASETS
 #: kinds named by a word alone; anything else bare that looks like a path is one
-NAMED_KINDS = ("synthetic", "digits", "synthetic-sessions", "synthetic-rerank")
+NAMED_KINDS = ("synthetic", "digits", "synthetic-sessions", "synthetic-rerank", "synthetic-images")
 
 
 @dataclass(frozen=True)

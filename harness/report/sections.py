@@ -18,7 +18,6 @@ from typing import Any, Union
 from harness.analysis.run_data import RunData
 from harness.report import answer_checks
 from harness.report import figures as fig
-from harness.report.vector_figures import vector_latency_table, vector_rates_table
 from harness.report.schedule_view import FROM_ISSUE_NOTE, schedule_table, timed
 from harness.report.vector_figures import vector_latency_table, vector_rates_table
 from harness.results.schedule import timed_from_dispatch
@@ -220,6 +219,11 @@ def _vectors(v: View) -> list[Block]:
     vectors = v.summary["vectors"]
     note = Note("per request: dispatch to answer; per input: issue to answer", "note")
     return [Table(vector_rates_table(vectors)), Table(vector_latency_table(vectors), "vectors: latency"), note]
+def _media(v: View) -> list[Block]:
+    from harness.report.media_view import media_lines, media_table
+
+    section = v.summary["media"]
+    return [Table(media_table(section)), *(Note(line) for line in media_lines(section))]
 
 
 def _sessions(v: View) -> list[Block]:
@@ -345,6 +349,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("schedule", "arrival schedule", _scheduled, _schedule),
     Section("tokens", "tokens", _has("tokens"), _tokens),
     Section("vectors", "vectors (inputs batched per request)", _has("vectors"), _vectors),
+    Section("media", "images and video", _has("media"), _media),
     Section("sessions", "sessions", _has("sessions"), _sessions),
     Section("telemetry", "system under test (telemetry)", _has("telemetry"), _telemetry),
     Section("scale-out", "scale-out", _scaled_out, _scale_out),

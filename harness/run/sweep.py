@@ -43,8 +43,12 @@ from harness.run.rate_pilot import pilot_values, rate_text
 SWEEP_SCHEMA_VERSION = 1
 SWEEP_YAML = folder.SWEEP_PLAN
 SWEEP_JSON = folder.SWEEP
-#: parameters of generated prompt sets (`synthetic:isl=..,osl=..`) that can be an axis
-DATASET_AXES = ("isl", "osl", "prefix_len", "prefix_groups", "n")
+#: parameters of generated prompt sets that can be an axis, by the set's kind: prompts
+#: (`synthetic:isl=..,osl=..`) and images (`synthetic-images:image_size=..`: TTFT by image size)
+DATASET_AXES: dict[str, tuple[str, ...]] = {
+    "synthetic": ("isl", "osl", "prefix_len", "prefix_groups", "n"),
+    "synthetic-images": ("image_size", "images_per_request", "format", "content", "quality", "osl", "n"),
+}
 #: `target_qps=auto`: these fractions of the pilot's Offline throughput, walked upward
 AUTO_FRACTIONS = (0.1, 0.25, 0.5, 0.7, 0.85, 1.0, 1.15)
 # A point whose run failed in one of these ways is recorded as crashed and the sweep goes
@@ -210,15 +214,16 @@ def point_config(base: RunConfig, values: dict[str, str], index: int, source: st
     data["name"] = f"{base.name[:56]}-p{index:02d}"
     overrides = []
     for name, value in values.items():
-        if name in DATASET_AXES:
+        kinds = [kind for kind, keys in DATASET_AXES.items() if name in keys]
+        if kinds:
             if registry.get(base.backend).kind == "tensor":
                 raise ConfigError(f"--vary {name}: {name} is a parameter of prompt sets; backend {base.backend!r} "
                                   "takes tensors (an LLM backend takes --dataset synthetic:isl=..,osl=..)")
             spec = parse_dataset_spec(data["dataset"])
-            if spec.kind != "synthetic":
+            if spec.kind not in kinds:
                 raise ConfigError(
                     f"--vary {name}: {name} is a parameter of generated prompt sets; the dataset is {data['dataset']!r}, "
-                    "use --dataset synthetic:isl=..,osl=.."
+                    + " or ".join(f"use --dataset {k}:{name}=.." for k in kinds)
                 )
             data["dataset"] = str(type(spec)(spec.kind, None, {**spec.params, name: value}))
         else:

@@ -12,6 +12,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from backends.base import Chunk, InputKind, OutputKind, PromptSample, Sample
+from backends.content import wire_messages
 from backends.http.options import BaseHttpOptions
 from backends.http.protocol import Bound, HttpProtocol
 from harness.errors import ConfigError, RequestFailed
@@ -85,7 +86,7 @@ def _template_values(sample: Sample, max_tokens: int | None) -> dict[str, Any]:
         return {"input": next(iter(arrays.values())), "inputs": arrays, "max_tokens": max_tokens}
     return {
         "prompt": sample.text(),
-        "messages": list(sample.messages) if sample.messages else [{"role": "user", "content": sample.text()}],
+        "messages": wire_messages(sample.messages) if sample.messages else [{"role": "user", "content": sample.text()}],
         "max_tokens": sample.max_tokens or max_tokens,
     }
 
