@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from backends.base import (
+    AudioSample,
     BackendDescription,
     BackendOptions,
     Chunk,
@@ -81,6 +82,7 @@ class PreparedRequest:
     body: bytes
     input_tokens: int  # counted locally (tokenizer) or the generator's target; 0 unknown
     headers: bytes = b""  # this request's own header lines (a session's affinity header)
+    audio_seconds: float | None = None  # an audio sample's length (tokens.jsonl, RTFx)
 
 
 class HttpBackend(StreamingBackend):
@@ -208,7 +210,8 @@ class HttpBackend(StreamingBackend):
 
     # --- prepare: sample -> request body, before the timed test -----------------------
     def prepare(self, sample: Sample) -> PreparedRequest:
-        return PreparedRequest(self._protocol.encode(sample), self._protocol.input_tokens(sample))
+        seconds = sample.seconds if isinstance(sample, AudioSample) else None
+        return PreparedRequest(self._protocol.encode(sample), self._protocol.input_tokens(sample), audio_seconds=seconds)
 
     @property
     def input_token_method(self) -> str:

@@ -187,6 +187,10 @@ def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
         prompts = build_prompt_dataset(config.dataset, config.seed, backend.count_tokens)
         prompts.check_sendable(backend.sends_token_ids)  # a row without what is sent: one line, before any request
         return prompts
+    if kind == "audio":
+        from harness.data.audio import build_audio_dataset
+
+        return build_audio_dataset(config.dataset)
     if kind != "tensor":
         raise ConfigError(f"backend {backend.name!r} takes {kind} inputs, which no dataset of this harness provides yet")
     from harness.data.datasets import build_tensor_dataset

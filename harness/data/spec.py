@@ -10,6 +10,8 @@
                                                multi-turn sessions (harness.data.sessions)
     trace:PATH[,format=F,time_scale=X,...]     a timestamped request trace (Mooncake, Azure,
                                                BurstGPT), replayed at its times (harness.data.traces)
+    audio:PATH, librispeech:DIR, synthetic-speech[:KEY=VALUE,...]
+                                               audio for speech to text (harness.data.audio)
     mlperf:SET:PATH                            MLPerf's processed LLM file, as shipped, with
                                                its references (SET: a benchmark record's
                                                dataset, harness.data.benchmarks.DATASETS;
@@ -33,11 +35,13 @@ from harness.errors import DatasetError
 PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator",), "sharegpt": ("n", "seed", "validator"),
                                           "chat-sessions": (), "sharegpt-sessions": ("n", "seed"),
                                           "trace": ("format", "time_scale", "start_s", "end_s", "max_idle_s",
-                                                    "block_size", "seed")}
+                                                    "block_size", "seed"),
+                                          # audio (harness.data.audio)
+                                          "audio": ("max_mb", "wrong_above"), "librispeech": ("n", "max_mb", "wrong_above")}
 #: MLPerf's LLM sets: the benchmark records' datasets
 MLPERF_SETS = DATASETS
 #: kinds named by a word alone; anything else bare that looks like a path is one
-NAMED_KINDS = ("synthetic", "digits", "synthetic-sessions")
+NAMED_KINDS = ("synthetic", "digits", "synthetic-sessions", "synthetic-speech")
 
 
 @dataclass(frozen=True)

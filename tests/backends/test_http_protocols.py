@@ -94,12 +94,35 @@ def _json(tmp_path: Path, model: Path) -> Case:
     return Case(kserve_app(model), lambda url: {"url": url + "/v2/models/digits/infer", **options}, sample, check)
 
 
+def _transcriptions(tmp_path: Path, model: Path) -> Case:
+    from harness.data.audio import read_clip
+    from tests.support.speech import spoken
+    from tests.support.transcription_server import Recognizer, transcription_app
+
+    recognizer = Recognizer()
+    clip = read_clip(spoken("Glue the sheet to the dark blue background.", tmp_path / "said.wav"), "", 25)
+    heard, seconds = recognizer(clip.sample.data)  # what the model makes of these bytes, here
+    assert heard and seconds == clip.sample.seconds
+
+    def check(chunks: list[Chunk]) -> None:
+        assert chunks[0].headers == 200
+        assert "".join(c.text for c in chunks) == heard
+        (usage,) = [c.usage for c in chunks if c.usage is not None]
+        # each answer form carries the words' count, the audio's length, or both (verbose_json)
+        assert usage.output_tokens in (len(heard.split()), None) and usage.audio_seconds in (seconds, None)
+        assert (usage.output_tokens, usage.audio_seconds) != (None, None)
+
+    return Case(transcription_app(recognizer, []), lambda url: {"url": url + "/v1"}, clip.sample, check,
+                variants=[{"stream": True}, {"stream": False}, {"response_format": "verbose_json"}])
+
+
 #: protocol -> its case (tmp_path, the embedded ONNX model -> Case)
 CASES: dict[str, Callable[[Path, Path], Case]] = {
     "openai-chat": lambda t, m: _openai(t, m, PromptSample(messages=({"role": "user", "content": QUESTION},))),
     "openai-completions": lambda t, m: _openai(t, m, PromptSample(QUESTION)),
     "kserve-v2": _kserve,
     "json": _json,
+    "openai-transcriptions": _transcriptions,
 }
 
 
