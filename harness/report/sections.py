@@ -198,6 +198,12 @@ def _tokens(v: View) -> list[Block]:
     return [Table(spec) for spec in specs]
 
 
+def _transcription(v: View) -> list[Block]:
+    from harness.report.transcription_view import NOTE, transcription_table
+
+    return [Table(transcription_table(v.summary["transcription"])), *([Note(NOTE)] if v.details else [])]
+
+
 def _sessions(v: View) -> list[Block]:
     s = v.summary
 
@@ -318,6 +324,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("rates", "achieved vs target rate", _targeted, _rates),
     Section("schedule", "arrival schedule", _scheduled, _schedule),
     Section("tokens", "tokens", _has("tokens"), _tokens),
+    Section("transcription", "speech to text", _has("transcription"), _transcription),
     Section("sessions", "sessions", _has("sessions"), _sessions),
     Section("telemetry", "system under test (telemetry)", _has("telemetry"), _telemetry),
     Section("scale-out", "scale-out", _scaled_out, _scale_out),

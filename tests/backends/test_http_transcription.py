@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from harness.config.run_config import RunConfig
@@ -98,6 +99,9 @@ def test_wer_and_rtfx_against_the_servers_own_truth(tmp_path, speech, recognizer
         # the server reported its words as tokens: tokens/s exists
         assert t["output_tokens_per_s"] == pytest.approx(
             sum(len(by_file[e["sample_index"]].text.split()) for e in entries) / summary["harness"]["duration_s"])
+        # summary.json's schema has the new sections
+        schema = json.loads((Path(__file__).parents[2] / "docs" / "summary.schema.json").read_text())
+        jsonschema.Draft202012Validator(schema).validate(summary)
     (_, one, _), (_, two, _) = runs
     assert one["text_accuracy"]["wer"]["wer"] == two["text_accuracy"]["wer"]["wer"]  # the same model, the same bytes
     print(f"WER {one['text_accuracy']['wer']['wer']:.2f}% (CI {one['text_accuracy']['wer']['ci95']}), "
