@@ -19,8 +19,8 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9; behaviour mirrored, code not copied):
 The normalizer is the PyPI package `whisper-normalizer` (openai-whisper's normalizers as a
 package of their own, without torch). Its English normalizer (0.1.15) has four replacers that
 openai-whisper's lacks ("kinda", "sorta", "dunno", "cause"): they are taken out here, so that
-the text is normalized as MLPerf's script does (tests/results/test_wer.py checks the rest of
-its rules against openai-whisper's behaviour on the cases the two differ by). The Levenshtein
+the text is normalized as MLPerf's script does (tests/data/test_audio.py holds a case of
+them; the rest of the two packages' English rules compare equal). The Levenshtein
 distance is rapidfuzz's, on word lists (jiwer's engine; jiwer.wer itself would differ by
 step 3's concatenation rule).
 """
