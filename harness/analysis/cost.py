@@ -169,7 +169,15 @@ def usage_from_run(summary: dict[str, Any], columns: dict[str, Any] | None, retr
         # the objective: the successes can only be undercounted, never a wrong one counted.
         succeeded = max(0, succeeded - wrong)
         criterion += f" and the answer right (exact match; {wrong} wrong answers are not successes)"
-    elif text.get("rouge"):
+    wer = text.get("wer") or {}
+    if wer:
+        # a transcript whose own WER is above the dataset's threshold is a failed task
+        bad = int(wer.get("wrong_answers") or 0)
+        succeeded = max(0, succeeded - bad)
+        wrong += bad
+        criterion += (f" and the transcript right (its WER at most {float(wer.get('wrong_above') or 0):g}%; "
+                      f"{bad} wrong transcripts are not successes)")
+    if text.get("rouge") and not exact:
         criterion += " (answers scored by ROUGE, which judges no single answer wrong: not taken off)"
     return Usage(
         requests=requests,
@@ -184,7 +192,7 @@ def usage_from_run(summary: dict[str, Any], columns: dict[str, Any] | None, retr
         success_criterion=criterion,
         retries=retries,
         energy_kwh=_energy_kwh(summary),
-        wrong_answers=wrong if exact else 0,
+        wrong_answers=wrong if exact or wer else 0,
     )
 
 

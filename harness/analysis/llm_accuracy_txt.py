@@ -19,6 +19,8 @@ mlcommons/inference commit b66003e10e2db4b8c36a448b0545ec90fcc6e9e9:
                    {'exact_match': 81.3, 'tokens_per_sample': 3886.2, 'num-samples': 4388}
     exact-line     language/gpt-oss-120b/eval_mlperf_accuracy.py
                    'exact_match': 83.130   (after "Printing for submission_checker:")
+    wer-line       speech2text/accuracy_eval.py
+                   Word Error Rate: 2.0671%, accuracy=97.9329%
 
 The figures come from summary.json's `text_accuracy` (harness.results.text_accuracy), which
 scores as those scripts do; they are written as plain Python numbers: under numpy 2 the
@@ -40,7 +42,8 @@ ROUGE_FORMS = ("rouge-strings", "rouge-numbers")
 
 def is_llm_section(section: dict[str, Any] | None) -> bool:
     """A summary's `text_accuracy` holding figures (not an error, not empty)."""
-    return bool(section) and not section.get("error") and bool(section.get("rouge") or section.get("exact_match"))
+    return bool(section) and not section.get("error") and bool(section.get("rouge") or section.get("exact_match")
+                                                               or section.get("wer"))
 
 
 def _rouge_line(r: dict[str, Any], form: str) -> str:
@@ -93,6 +96,9 @@ def accuracy_lines(section: dict[str, Any], benchmark: str) -> list[str]:
             out += ["", "", "Printing for submission_checker:", "", _exact_line(e, form)]
         else:
             out += ["", "Results", "", _exact_line(e, "exact-dict")]
+    if section.get("wer"):  # speech2text/accuracy_eval.py's line (ACC_PATTERN "ACCURACY")
+        w = section["wer"]
+        out += [f"Word Error Rate: {float(w['wer'])}%, accuracy={float(w['accuracy'])}%"]
     return out
 
 

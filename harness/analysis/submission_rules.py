@@ -168,7 +168,7 @@ def accuracy_line(metric: str | None, value: float | None, correct: int | None, 
 #: summary.json's figures under the names of the checker's ACC_PATTERN keys
 _TEXT_FIGURES = {"ROUGE1": ("rouge", "rouge1"), "ROUGE2": ("rouge", "rouge2"), "ROUGEL": ("rouge", "rougeL"),
                  "ROUGELSUM": ("rouge", "rougeLsum"), "GEN_LEN": ("rouge", "gen_len"),
-                 "exact_match": ("exact_match", "exact_match")}
+                 "exact_match": ("exact_match", "exact_match"), "ACCURACY": ("wer", "accuracy")}
 
 
 def accuracy_figures(summary: dict[str, Any]) -> dict[str, float]:

@@ -193,6 +193,10 @@ def build_source(config: RunConfig, backend: StreamingBackend) -> Dataset:
         from harness.data.rerank import build_rank_dataset
 
         return build_rank_dataset(config.dataset, config.seed, backend.count_tokens)
+    if kind == "audio":
+        from harness.data.audio import build_audio_dataset
+
+        return build_audio_dataset(config.dataset)
     if kind != "tensor":
         raise ConfigError(f"backend {backend.name!r} takes {kind} inputs, which no dataset of this harness provides yet")
     from harness.data.datasets import build_tensor_dataset

@@ -578,6 +578,9 @@ class StreamingSUT:
                         "valid": valid,
                         **({"invalid": invalid} if invalid else {}),
                         **({"metrics": metrics} if metrics else {}),
+                        # an audio request's length (the dataset's), and the server's own figure
+                        **({"audio_seconds": seconds, "server_audio_seconds": usage.audio_seconds if usage else None}
+                           if (seconds := getattr(sample, "audio_seconds", None)) is not None else {}),
                         **(held.tags(index) if held is not None else {}),
                         # only when the answer had reasoning, or the server counted some (a
                         # model that reasons unseen; OpenAI sends a count of 0 for every answer)

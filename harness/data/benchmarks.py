@@ -39,14 +39,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-#: harness.data.mlperf_llm.READERS: how a processed file is read (columns, pandas reader)
-Reader = Literal["rouge-json", "rouge-pickle", "exact-text-pickle", "exact-ids-parquet"]
+#: harness.data.mlperf_llm.READERS: how a processed file is read (columns, pandas reader);
+#: "whisper-manifest": harness.data.audio.AUDIO_READERS
+Reader = Literal["rouge-json", "rouge-pickle", "exact-text-pickle", "exact-ids-parquet", "whisper-manifest"]
 #: the row metric harness.results.text_accuracy scores a row by: ROUGE, or an official
 #: exact-match script's extraction rules (harness.results.scoring.exact_match.Family)
-Scorer = Literal["rouge", "deepseek-r1", "gpt-oss"]
+Scorer = Literal["rouge", "deepseek-r1", "gpt-oss", "whisper"]
 #: how the evaluation script prints its result, which accuracy.txt imitates
 #: (harness.analysis.llm_accuracy_txt.FORMS says which script prints which)
-AccuracyForm = Literal["rouge-strings", "rouge-numbers", "exact-dict", "exact-line"]
+AccuracyForm = Literal["rouge-strings", "rouge-numbers", "exact-dict", "exact-line", "wer-line"]
 
 #: compliance/TEST06/run_verification.py's --eos_token_id default (Llama 2's </s>)
 DEFAULT_EOS_TOKEN_ID = 2
@@ -78,6 +79,9 @@ class Benchmark:
     # mlperf.conf `<name>.*.use_token_latencies = 1`: TTFT/TPOT measured; an LLM
     # (configuration.py get_llm_models: requested_use_token_latencies must be on)
     token_latencies: bool = False
+    # configuration.py get_llm_models lists it (the checker's LLM rules): whisper measures
+    # token latencies in mlperf.conf, yet the checker does not hold it to them
+    checker_llm: bool = True
     # mlperf.conf `<name>-interactive.Server.ttft_latency`/`tpot_latency`: the Interactive scenario
     interactive: bool = False
     # mlperf.conf `<name>.*.sample_concatenate_permutation = 1` (and its -interactive entry's):
@@ -117,7 +121,7 @@ class Benchmark:
 
     @property
     def is_llm(self) -> bool:
-        return self.token_latencies
+        return self.token_latencies and self.checker_llm
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -232,6 +236,17 @@ RECORDS: tuple[Benchmark, ...] = (
         accuracy_sample_count=4_395, offline_min_samples=6_396,
         accuracy_targets=(("exact_match", 83.13 * 0.99),), accuracy_upper=(("TOKENS_PER_SAMPLE", 1.1 * 9999),),
         required=_OFFLINE_DC, optional=_SERVER_OR_INTERACTIVE, compliance=("TEST07", "TEST09"), metric=_TOKENS),
+    # speech to text, in the layout of speech2text/utils/repackage_librispeech.py (a JSON manifest
+    # and its WAVs; harness.data.audio reads it: `reader` is its key there), scored by
+    # speech2text/accuracy_eval.py (harness.results.scoring.wer): 100 - WER. mlperf.conf measures
+    # its token latencies and pads to equal issue; the checker reads Offline's tokens/s and holds it
+    # to no LLM rule (not in get_llm_models); models_TEST01.
+    Benchmark(
+        "whisper", "whisper", 1_633, 1_633, token_latencies=True, checker_llm=False, equal_issue=True,
+        dataset="whisper", reader="whisper-manifest", scorer="whisper", accuracy_form="wer-line",
+        offline_min_samples=1_633, accuracy_targets=(("ACCURACY", (100.0 - 2.0671) * 0.99),),
+        required={t: ("Offline",) for t in ("datacenter", "edge", "datacenter,edge")}, compliance=("TEST01",),
+        metric={"Offline": "result_tokens_per_second"}),
 )
 
 #: by mlperf.conf's name

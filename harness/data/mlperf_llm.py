@@ -288,4 +288,6 @@ def read_llm_dataset(kind: str, path: Path) -> LLMDataset:
     record = for_dataset(kind)
     if record is None or record.reader is None:
         raise DatasetError(f"unknown LLM dataset kind {kind!r}; use one of {', '.join((*DATASETS, 'jsonl'))}")
+    if record.reader not in READERS:  # an audio set (harness.data.audio): not prompts
+        raise DatasetError(f"mlperf:{kind} is audio, not prompts: send it with protocol openai-transcriptions")
     return READERS[record.reader](path, record)

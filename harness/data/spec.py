@@ -14,6 +14,8 @@
                                                a query and its documents a sample (harness.data.rerank)
     images:DIR, visionarena:PATH, sharegpt4v:PATH, synthetic-images[:KEY=VALUE,...]
                                                prompts with images (harness.data.media_sets)
+    audio:PATH, librispeech:DIR, synthetic-speech[:KEY=VALUE,...]
+                                               audio for speech to text (harness.data.audio)
     mlperf:SET:PATH                            MLPerf's processed LLM file, as shipped, with
                                                its references (SET: a benchmark record's
                                                dataset, harness.data.benchmarks.DATASETS;
@@ -43,11 +45,13 @@ PATH_KINDS: dict[str, tuple[str, ...]] = {"npy": (), "jsonl": ("validator", "max
                                           # prompt sets with images (harness.data.media_sets)
                                           "images": ("prompt", "images_per_request", "osl", "max_media_bytes"),
                                           "visionarena": ("n", "seed", "osl", "max_media_bytes"),
-                                          "sharegpt4v": ("image_root", "n", "seed", "osl", "max_media_bytes")}
+                                          "sharegpt4v": ("image_root", "n", "seed", "osl", "max_media_bytes"),
+                                          # audio (harness.data.audio)
+                                          "audio": ("max_mb", "wrong_above"), "librispeech": ("n", "max_mb", "wrong_above")}
 #: MLPerf's LLM sets: the benchmark records' datasets
 MLPERF_SETS = DATASETS
 #: kinds named by a word alone; anything else bare that looks like a path is one
-NAMED_KINDS = ("synthetic", "digits", "synthetic-sessions", "synthetic-rerank", "synthetic-images")
+NAMED_KINDS = ("synthetic", "digits", "synthetic-sessions", "synthetic-rerank", "synthetic-images", "synthetic-speech")
 
 
 @dataclass(frozen=True)

@@ -285,6 +285,9 @@ def answers_line(section: dict[str, Any] | None) -> str | None:
     if e := section.get("exact_match"):
         return (f"answers: exact match {e['exact_match']:.2f}% (95% CI {_ci(e.get('ci95'))}) · "
                 f"{e['correct']} of {e['samples']} right{failed}")
+    if w := section.get("wer"):
+        return (f"transcripts: WER {w['wer']:.2f}% (95% CI {_ci(w.get('ci95'))}) · n={w['samples']} · "
+                f"{w['wrong_answers']} wrong{failed}")
     return None
 
 
@@ -301,6 +304,11 @@ def text_accuracy_table(section: dict[str, Any]) -> Table:
         rows.append([ACCURACY_LABELS["exact_match"], f"{e['exact_match']:.4f}", _ci(e.get("ci95")), str(e["samples"])])
         if e.get("tokens_per_sample") is not None:
             rows.append(["tokens per sample", num(e["tokens_per_sample"]), "", str(e["samples"])])
+    if w := section.get("wer"):
+        rows.append(["word error rate (%)", f"{w['wer']:.4f}", _ci(w.get("ci95")), str(w["samples"])])
+        rows.append(["accuracy, 100 - WER (%)", f"{w['accuracy']:.4f}", "", str(w["samples"])])
+        rows.append(["word errors / reference words", f"{w['errors']} / {w['words']}", "", str(w["samples"])])
+        rows.append([f"wrong transcripts (WER > {w['wrong_above']:g}%)", str(w["wrong_answers"]), "", str(w["samples"])])
     rows.append(["answers failed (scored as wrong)", str(section["failed"]), "", str(section["answers"])])
     return ["figure", "value", "95% CI", "n"], rows
 

@@ -219,11 +219,19 @@ def _vectors(v: View) -> list[Block]:
     vectors = v.summary["vectors"]
     note = Note("per request: dispatch to answer; per input: issue to answer", "note")
     return [Table(vector_rates_table(vectors)), Table(vector_latency_table(vectors), "vectors: latency"), note]
+
+
 def _media(v: View) -> list[Block]:
     from harness.report.media_view import media_lines, media_table
 
     section = v.summary["media"]
     return [Table(media_table(section)), *(Note(line) for line in media_lines(section))]
+
+
+def _transcription(v: View) -> list[Block]:
+    from harness.report.transcription_view import NOTE, transcription_table
+
+    return [Table(transcription_table(v.summary["transcription"])), *([Note(NOTE)] if v.details else [])]
 
 
 def _sessions(v: View) -> list[Block]:
@@ -350,6 +358,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("tokens", "tokens", _has("tokens"), _tokens),
     Section("vectors", "vectors (inputs batched per request)", _has("vectors"), _vectors),
     Section("media", "images and video", _has("media"), _media),
+    Section("transcription", "speech to text", _has("transcription"), _transcription),
     Section("sessions", "sessions", _has("sessions"), _sessions),
     Section("telemetry", "system under test (telemetry)", _has("telemetry"), _telemetry),
     Section("scale-out", "scale-out", _scaled_out, _scale_out),

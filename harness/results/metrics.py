@@ -48,6 +48,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("rouge2", "ROUGE-2", "", True),
     Metric("rougeL", "ROUGE-L", "", True),
     Metric("rougeLsum", "ROUGE-Lsum", "", True),
+    # transcripts' word error rate (summary.json text_accuracy.wer), percent: lower is better
+    Metric("wer", "WER", "%", False),
 )
 NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
@@ -139,4 +141,5 @@ def _accuracy_figures(summary: dict[str, Any]) -> dict[str, float | None]:
     top1 = (summary.get("accuracy") or {}).get("value")
     out: dict[str, float | None] = {k: rouge.get(k) for k in ("rouge1", "rouge2", "rougeL", "rougeLsum")}
     out["accuracy"] = exact.get("exact_match") if exact else (top1 * 100 if isinstance(top1, (int, float)) else None)
+    out["wer"] = (text.get("wer") or {}).get("wer")
     return out

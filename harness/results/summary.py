@@ -24,6 +24,7 @@ from harness.results.loadgen_trace import read_trace_samples, split_against, spl
 from harness.results.media import media_summary
 from harness.results.loadgen_log import LOG_SPAN_MS, effective_settings, loadgen_scenario, read_accuracy_log, read_detail
 from harness.results.text_accuracy import summary_section as text_accuracy
+from harness.results.transcription import transcription_section
 from harness.results.find_peak import FIND_PEAK, final_round
 from harness.results.find_peak import summary_section as find_peak_section
 from harness.results.records import Records, read_records, records_path
@@ -470,6 +471,8 @@ def build_summary(run_dir: Path, run_status: dict[str, Any]) -> dict[str, Any]:
     }
     summary["sessions"] = session_summary(rec, token_entries, config.get("sessions"))
     summary["media"] = media_summary(token_entries, child)  # images/videos sent; None for a text run
+    summary["transcription"] = transcription_section(rec, token_entries, ours.get("duration_s"),
+                                                     bool((child.get("backend") or {}).get("stream")))
     _add_schedule_lag(summary, lag_section(run_dir, rec, config, child))
     cluster = folder.read_json(run_dir, folder.CLUSTER)
     summary["replicas"] = replica_summary(rec, cluster)

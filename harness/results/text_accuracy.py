@@ -35,10 +35,13 @@ from harness.results import folder
 from harness.results.loadgen_log import read_accuracy_log
 
 CI_METHOD = ("ROUGE: normal approximation, mean ± 1.96 × sd / √n of the per-sample scores (x 100); "
-             "exact match: Wilson score interval of the share correct")
+             "exact match: Wilson score interval of the share correct; "
+             "WER: the ratio estimator's normal interval (delta method) over the transcripts")
 ACCURACY_MODES = ("AccuracyOnly", "SubmissionRun")
 #: ROUGE figures and their names as summary.json, compare and the CLI give them
 ROUGE_FIGURES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+#: the row metrics of transcripts (harness.data.audio)
+WER_METRICS = ("wer", "whisper")
 
 
 def ci95(values: Sequence[float]) -> list[float] | None:
@@ -148,6 +151,41 @@ def _exact(answers: list[tuple[int, str, int, bool]], rows: list[dict[str, Any]]
     }
 
 
+def is_wer_metric(metric: Any) -> bool:
+    """A transcript's row: `wer[:P]`, or `whisper[:P]` (MLPerf's whisper: its label filters too);
+    P: the sample WER, percent, above which a transcript is wrong (default 0: any error)."""
+    return isinstance(metric, str) and metric.partition(":")[0] in WER_METRICS
+
+
+def _wer(answers: list[tuple[int, str, int, bool]], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Word error rate over the transcripts (harness.results.scoring.wer), with its interval, and
+    the transcripts judged wrong: their own WER above the row metric's threshold."""
+    from harness.results.scoring.wer import score_wer
+
+    metrics = {rows[a[0]]["metric"] for a in answers}
+    if len(metrics) > 1:
+        raise ResultsError(f"transcripts scored by {len(metrics)} metrics ({', '.join(sorted(metrics))}): a dataset has one")
+    kind, _, threshold = next(iter(metrics)).partition(":")
+    above = float(threshold) if threshold else 0.0
+    result = score_wer([a[1] for a in answers], [str(rows[a[0]]["reference"]) for a in answers], mlperf=kind == "whisper")
+    wrong = [i for i, a in enumerate(answers) if not a[3] and result.sample_wer(i) > above]
+    tokens = [a[2] for a in answers]
+    return {
+        "wer": result.wer,
+        "accuracy": 100.0 - result.wer,  # MLPerf's whisper figure
+        "samples": len(answers),
+        "errors": sum(result.errors),
+        "words": sum(result.words),
+        "ci95": result.ci95(),
+        # answered, and wrong: cost per successful task does not count them (harness.analysis.cost)
+        "wrong_answers": len(wrong),
+        "wrong_above": above,
+        "rules": "MLPerf whisper: label filters, Whisper's English normalizer, concatenation-aware Levenshtein"
+                 if kind == "whisper" else "Whisper's English normalizer, concatenation-aware Levenshtein (as MLPerf's)",
+        "tokens_per_sample": float(sum(tokens) / len(tokens)) if tokens else None,
+    }
+
+
 def text_accuracy(run_dir: Path, mode: str, token_entries: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """The section, or None when the run's dataset has no references (or no answer was recorded)."""
     refs = folder.read_json(run_dir, folder.REFERENCES)
@@ -167,7 +205,8 @@ def text_accuracy(run_dir: Path, mode: str, token_entries: list[dict[str, Any]] 
     if not answers:
         return None
     rouge_answers = [a for a in answers if rows[a[0]].get("metric") == "rouge"]
-    exact_answers = [a for a in answers if rows[a[0]].get("metric") != "rouge"]
+    wer_answers = [a for a in answers if is_wer_metric(rows[a[0]].get("metric"))]
+    exact_answers = [a for a in answers if rows[a[0]].get("metric") != "rouge" and not is_wer_metric(rows[a[0]].get("metric"))]
     out: dict[str, Any] = {
         "label": label,
         "source": source,
@@ -179,6 +218,8 @@ def text_accuracy(run_dir: Path, mode: str, token_entries: list[dict[str, Any]] 
         "rouge": _rouge(rouge_answers, rows) if rouge_answers else None,
         "exact_match": _exact(exact_answers, rows) if exact_answers else None,
     }
+    if wer_answers:  # transcripts: only then the key, so that text runs' summaries stay as they were
+        out["wer"] = _wer(wer_answers, rows)
     return out
 
 
@@ -206,6 +247,8 @@ def headline(section: dict[str, Any] | None) -> dict[str, float]:
             out[k] = float(section["rouge"][k])
     if section.get("exact_match"):
         out["accuracy"] = float(section["exact_match"]["exact_match"])
+    if section.get("wer"):
+        out["wer"] = float(section["wer"]["wer"])
     return out
 
 
@@ -231,6 +274,14 @@ def lines(section: dict[str, Any]) -> list[str]:
                    + f"  n={e['samples']}, correct={e['correct']}")
         if e.get("tokens_per_sample") is not None:
             out.append(f"tokens_per_sample: {e['tokens_per_sample']}")
+    w = section.get("wer")
+    if w:
+        ci = w.get("ci95")
+        out.append(f"wer: {w['wer']:.4f}%" + (f"  95% CI [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+                   + f"  n={w['samples']}, errors={w['errors']} of {w['words']} words")
+        out.append(f"accuracy (100 - WER): {w['accuracy']:.4f}%")
+        out.append(f"wrong transcripts (WER above {w['wrong_above']:g}%): {w['wrong_answers']}")
+        out.append(f"scored by: {w['rules']}")
     out.append(f"confidence interval: {section['ci_method']}")
     return out
 

@@ -119,6 +119,8 @@ def _rerank(tmp_path: Path, model: Path) -> Case:
 
     return Case(rerank_app(), lambda url: {"url": url}, sample, check,
                 variants=[{"path": "/v1/rerank"}, {"path": "/rerank"}, {"path": "/v2/rerank"}])
+
+
 def _embeddings(tmp_path: Path, model: Path) -> Case:
     """A server whose vector for a text is [its characters, its words, 1]: known exactly."""
 
@@ -145,6 +147,28 @@ def _embeddings(tmp_path: Path, model: Path) -> Case:
                 variants=[{"batch": 1}, {"batch": 8, "encoding_format": "float"}])
 
 
+def _transcriptions(tmp_path: Path, model: Path) -> Case:
+    from harness.data.audio import read_clip
+    from tests.support.speech import spoken
+    from tests.support.transcription_server import Recognizer, transcription_app
+
+    recognizer = Recognizer()
+    clip = read_clip(spoken("Glue the sheet to the dark blue background.", tmp_path / "said.wav"), "", 25)
+    heard, seconds = recognizer(clip.sample.data)  # what the model makes of these bytes, here
+    assert heard and seconds == clip.sample.seconds
+
+    def check(chunks: list[Chunk]) -> None:
+        assert chunks[0].headers == 200
+        assert "".join(c.text for c in chunks) == heard
+        (usage,) = [c.usage for c in chunks if c.usage is not None]
+        # each answer form carries the words' count, the audio's length, or both (verbose_json)
+        assert usage.output_tokens in (len(heard.split()), None) and usage.audio_seconds in (seconds, None)
+        assert (usage.output_tokens, usage.audio_seconds) != (None, None)
+
+    return Case(transcription_app(recognizer, []), lambda url: {"url": url + "/v1"}, clip.sample, check,
+                variants=[{"stream": True}, {"stream": False}, {"response_format": "verbose_json"}])
+
+
 #: protocol -> its case (tmp_path, the embedded ONNX model -> Case)
 CASES: dict[str, Callable[[Path, Path], Case]] = {
     "openai-chat": lambda t, m: _openai(t, m, PromptSample(messages=({"role": "user", "content": QUESTION},))),
@@ -154,6 +178,7 @@ CASES: dict[str, Callable[[Path, Path], Case]] = {
     "json": _json,
     "rerank": _rerank,
     "openai-embeddings": _embeddings,
+    "openai-transcriptions": _transcriptions,
 }
 
 

@@ -19,13 +19,15 @@ import pytest
 from harness.analysis.compliance import eos_token_id_for
 from harness.analysis.llm_accuracy_txt import form_for
 from harness.data.benchmarks import RECORDS, Benchmark, checker_only_name, find
+from harness.data.audio import AUDIO_READERS
 from harness.data.mlperf_llm import READERS
 from harness.results.scoring.exact_match import MLPERF_SCORERS
+from harness.results.text_accuracy import WER_METRICS
 
 pytestmark = pytest.mark.parallel  # reads tables and LoadGen's conf: no time, no rate
 
 # MODEL_CONFIG["v6.1"]["models"], the records' entries
-V61_MODELS = {"resnet", "llama3.1-8b", "llama3.1-8b-edge", "llama2-70b-99.9", "deepseek-r1", "gpt-oss-120b"}
+V61_MODELS = {"resnet", "llama3.1-8b", "llama3.1-8b-edge", "llama2-70b-99.9", "deepseek-r1", "gpt-oss-120b", "whisper"}
 # MODEL_CONFIG["v6.1"]["model_mapping"], the records' entries
 MODEL_MAPPING = {"resnet50": "resnet", "llama3_1-405b": "llama3.1-405b", "llama3_1-8b": "llama3.1-8b",
                  "llama3_1-8b-edge": "llama3.1-8b-edge"}
@@ -33,9 +35,9 @@ MODEL_MAPPING = {"resnet50": "resnet", "llama3_1-405b": "llama3.1-405b", "llama3
 LLM_MODELS = {"llama2-70b-99", "llama2-70b-99.9", "llama2-70b-interactive-99", "llama2-70b-interactive-99.9",
               "mixtral-8x7b", "llama3.1-405b", "llama3.1-8b", "llama3.1-8b-edge", "deepseek-r1", "gpt-oss-120b"}
 DATASET_SIZE = {"resnet": 50000, "llama3.1-8b": 13368, "llama3.1-8b-edge": 5000, "llama2-70b-99.9": 24576,
-                "deepseek-r1": 4388, "gpt-oss-120b": 6396}
+                "deepseek-r1": 4388, "gpt-oss-120b": 6396, "whisper": 1633}
 PERFORMANCE_SAMPLE_COUNT = {"resnet": 1024, "llama3.1-8b": 13368, "llama3.1-8b-edge": 5000,
-                            "llama2-70b-99.9": 24576, "deepseek-r1": 4388, "gpt-oss-120b": 6396}
+                            "llama2-70b-99.9": 24576, "deepseek-r1": 4388, "gpt-oss-120b": 6396, "whisper": 1633}
 ACCURACY_SAMPLE_COUNT = {"gpt-oss-120b": 4395}
 ACCURACY_TARGET = {
     "resnet": ("acc", 76.46 * 0.99),
@@ -47,16 +49,19 @@ ACCURACY_TARGET = {
                         "TOKENS_PER_SAMPLE", 294.45 * 0.9),
     "deepseek-r1": ("exact_match", 0.99 * 81.3582, "TOKENS_PER_SAMPLE", 0.9 * 3886.2274),
     "gpt-oss-120b": ("exact_match", 83.13 * 0.99),
+    "whisper": ("ACCURACY", (100.0 - 2.0671) * 0.99),
 }
 ACCURACY_UPPER_LIMIT = {"llama2-70b-99.9": ("TOKENS_PER_SAMPLE", 294.45 * 1.1), "llama3.1-8b": ("GEN_LEN", 8167644 * 1.1),
                         "llama3.1-8b-edge": ("GEN_LEN", 3051113 * 1.1), "deepseek-r1": ("TOKENS_PER_SAMPLE", 1.1 * 3886.2274),
                         "gpt-oss-120b": ("TOKENS_PER_SAMPLE", 1.1 * 9999)}
 _LLMS_DC = {"llama3.1-8b", "llama2-70b-99.9", "deepseek-r1", "gpt-oss-120b"}
 REQUIRED = {  # required-scenarios-<system type>
-    "datacenter": {m: ["Offline"] for m in _LLMS_DC},
-    "edge": {"resnet": ["SingleStream", "MultiStream", "Offline"], "llama3.1-8b-edge": ["SingleStream", "Offline"]},
+    "datacenter": {**{m: ["Offline"] for m in _LLMS_DC}, "whisper": ["Offline"]},
+    "edge": {"resnet": ["SingleStream", "MultiStream", "Offline"], "llama3.1-8b-edge": ["SingleStream", "Offline"],
+             "whisper": ["Offline"]},
     "datacenter,edge": {"resnet": ["SingleStream", "MultiStream", "Offline", "Server"],
-                        "llama3.1-8b-edge": ["SingleStream", "Offline"], **{m: ["Offline"] for m in _LLMS_DC}},
+                        "llama3.1-8b-edge": ["SingleStream", "Offline"], **{m: ["Offline"] for m in _LLMS_DC},
+                        "whisper": ["Offline"]},
 }
 OPTIONAL = {  # optional-scenarios-<system type>
     "datacenter": {m: ["Interactive", "Server"] for m in _LLMS_DC},
@@ -64,7 +69,7 @@ OPTIONAL = {  # optional-scenarios-<system type>
     "datacenter,edge": {m: ["Interactive", "Server"] for m in _LLMS_DC},
 }
 MODELS_TEST = {  # models_TEST0x, the records' entries
-    "TEST01": {"resnet"}, "TEST04": {"resnet"},
+    "TEST01": {"resnet", "whisper"}, "TEST04": {"resnet"},
     "TEST06": {"llama2-70b-99.9", "llama2-70b-interactive-99", "llama2-70b-interactive-99.9", "llama3.1-8b",
                "llama3.1-8b-interactive", "deepseek-r1"},
     "TEST07": {"gpt-oss-120b"}, "TEST09": {"gpt-oss-120b"},
@@ -72,7 +77,8 @@ MODELS_TEST = {  # models_TEST0x, the records' entries
 # OFFLINE_MIN_SPQ_SINCE_V4 (top level), the records' entries
 OFFLINE_MIN_SPQ = {"resnet": 24576, "llama3.1-8b": 13368, "llama3.1-8b-edge": 5000, "llama2-70b-99": 24576,
                    "llama2-70b-99.9": 24576, "llama2-70b-interactive-99": 24576, "llama2-70b-interactive-99.9": 24576,
-                   "mixtral-8x7b": 15000, "llama3.1-405b": 8313, "deepseek-r1": 4388, "gpt-oss-120b": 6396}
+                   "mixtral-8x7b": 15000, "llama3.1-405b": 8313, "deepseek-r1": 4388, "gpt-oss-120b": 6396,
+                   "whisper": 1633}
 # LLM_LATENCY_LIMITS (top level), ms (the checker's are ns: x 1000000)
 LLM_LATENCY_LIMITS = {
     "llama2-70b-99.9": {"Server": (2000, 200), "Interactive": (450, 40)},
@@ -90,7 +96,7 @@ _TOKENS = {"Offline": "result_tokens_per_second", "Server": "result_completed_to
 RESULT_FIELD_BENCHMARK_OVERWRITE = {
     "gpt-oss-120b": _TOKENS, "llama2-70b-99.9": _TOKENS, "llama3.1-8b": _TOKENS, "deepseek-r1": _TOKENS,
     "llama3.1-8b-edge": {"Offline": "result_tokens_per_second", "SingleStream": "result_90.00_percentile_latency_ns"},
-    "mixtral-8x7b": _TOKENS, "llama3.1-405b": _TOKENS,
+    "mixtral-8x7b": _TOKENS, "llama3.1-405b": _TOKENS, "whisper": {"Offline": "result_tokens_per_second"},
 }
 
 #: what the test reads of LoadGen's compiled-in mlperf.conf, for a model name and scenario
@@ -172,8 +178,9 @@ def test_the_record_is_the_checkers_table(record: Benchmark):
 @pytest.mark.parametrize("record", RECORDS, ids=lambda b: b.name)
 def test_every_key_the_record_names_exists_and_every_name_finds_it(record: Benchmark):
     if record.dataset is not None:
-        assert record.reader in READERS and record.scorer is not None and record.accuracy_form is not None
-        assert record.scorer == "rouge" or record.scorer in MLPERF_SCORERS
+        assert record.reader in READERS or record.reader in AUDIO_READERS
+        assert record.scorer is not None and record.accuracy_form is not None
+        assert record.scorer in ("rouge", *WER_METRICS) or record.scorer in MLPERF_SCORERS
         assert form_for(record.name, {}) == record.accuracy_form
     for name in record.names:
         assert find(name) is record, name
