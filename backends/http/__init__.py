@@ -1,6 +1,7 @@
 """A remote model behind HTTP, in one of the wire protocols of backends/http/protocols
 (KServe v2 over HTTP or gRPC, templated JSON, the OpenAI completions/chat APIs, streaming
-SSE or not, rerank) or a third party's (the `harness.http_protocols` entry-point group).
+SSE or not, OpenAI embeddings and audio transcriptions, rerank) or a third party's (the
+`harness.http_protocols` entry-point group).
 
 The backend only knows *how* to send: it turns a sample into a request body (`prepare`,
 at QSL load time, so the timed path posts ready bytes) and a response into `Chunk`s
@@ -67,7 +68,7 @@ The package:
     registry.py      the protocols by name: protocols/, then the entry points
     protocols/       one module per protocol: its options, endpoint, encoding, decoding
                      (and a .proto a gRPC protocol compiles at load)
-    openai.py        what the two OpenAI protocols share
+    openai.py        what the OpenAI protocols share
     wire.py          shared wire formats: redaction, OpenAI's SSE, tool calls and usage
     structured.py    structured outputs: the forms servers take a JSON Schema in, as data
     tokenizer.py     local token counting (the `tokenizer` option)
