@@ -37,9 +37,11 @@ TokenSource = Literal["chunks", "tokenizer", "model"]
 #: prompt's messages, or a session's turns built at dispatch), tensors, audio, or a
 #: query with the documents to rank against it (RankSample)
 InputKind = Literal["prompt", "chat", "tensor", "audio", "rank"]
-#: what it gives back: a stream of tokens, a tensor, a vector (an embedding), one text, or
-#: a ranking (a relevance score per document, in the documents' order)
-OutputKind = Literal["tokens", "tensor", "vector", "text", "ranking"]
+#: what it gives back: a stream of tokens, a tensor, a vector (an embedding), one text, a
+#: ranking (a relevance score per document, in the documents' order), or a transcript (a
+#: stream of tokens that spells speech as text: timed as tokens, but logged in accuracy mode
+#: as MLPerf's whisper reference logs a transcript, not as a model's token ids)
+OutputKind = Literal["tokens", "tensor", "vector", "text", "ranking", "transcript"]
 
 
 class BackendOptions(BaseModel):
@@ -393,8 +395,9 @@ class StreamingBackend(Backend):
 
     @property
     def produces_tokens(self) -> bool:
-        """True: answers are token streams, so LoadGen gets token counts and tokens.jsonl is kept."""
-        return self.output_kind == "tokens"
+        """True: answers are token streams (a transcript is one), so LoadGen gets token counts
+        and tokens.jsonl is kept."""
+        return self.output_kind in ("tokens", "transcript")
 
     @property
     def takes_sessions(self) -> bool:

@@ -141,6 +141,9 @@ def write_references(run_dir: Path, source: Any, backend: Any) -> None:
     doc = {
         "dataset": {k: described.get(k) for k in ("kind", "path", "set", "sha256")},
         "tokenizer": {"path": tokenizer, "sha256": tokenizer_sha256(Path(tokenizer))} if tokenizer else None,
+        # what an accuracy log's entries hold: a transcript's labels (MLPerf's whisper form,
+        # harness.child.stream_sut) or a model's token ids
+        "accuracy_log": "transcript-labels" if backend.output_kind == "transcript" else "token-ids",
         "rows": references,
     }
     folder.write_text(run_dir / folder.REFERENCES, json.dumps(doc))

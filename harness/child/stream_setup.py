@@ -147,7 +147,8 @@ def build_streaming(config: RunConfig, backend: StreamingBackend, workers: int,
         # would land in their timed TTFT (seen: ~3 ms of a 55 ms TTFT here)
         warm = max(warm, config.sessions.users)
     output, saw_ids = runner.run(_warmup(backend, dataset, warm))
-    if return_outputs and backend.produces_tokens and backend.tokenize_output is None and not saw_ids:
+    # a transcript is logged as its labels, not ids (StreamingSUT): it needs no tokenizer
+    if return_outputs and backend.output_kind == "tokens" and backend.tokenize_output is None and not saw_ids:
         runner.close()
         heard = "the warm-up answers carried no token ids" if backend.options.warmup_requests else "warmup_requests is 0"
         raise ConfigError(

@@ -42,6 +42,11 @@ the n_tokens LoadGen gets is the number of ids logged. The ids are the chunks' o
 backend's model, or the server's `token_ids`), else the backend's tokenizer's ids of the
 text (tokenized only in accuracy mode); tokens.jsonl says which ("ids_source"). An answer
 of fewer than 2 tokens is a failed sample ("short_output"), never a LoadGen error.
+A backend that gives a transcript (output_kind "transcript") has no model ids to log: its
+answer (and its first chunk) is completed as MLPerf's whisper reference SUT logs a
+transcript, each kept character's index in its 28-label alphabet, int64
+(harness.results.scoring.wer.transcript_labels), which speech2text/accuracy_eval.py reads
+back to the same text; LoadGen's token count stays the answer's.
 
 Reasoning and tool calls: a chunk marked `reasoning` is timed as a token (TTFT is the first
 token of either kind, as GuideLLM and AIPerf define it) but its text goes to tokens.jsonl's
@@ -209,7 +214,9 @@ class StreamingSUT:
         self._input_method = backend.input_token_method
         self._judge = getattr(dataset, "judge", None)
         #: accuracy mode with token answers: each answer's ids go to LoadGen's log (int32)
-        self._log_ids = return_outputs and tokens
+        self._log_ids = return_outputs and backend.output_kind == "tokens"
+        #: accuracy mode with transcripts: each answer's labels go to LoadGen's log (int64)
+        self._log_labels = return_outputs and backend.output_kind == "transcript"
         #: the backend's redaction of a request's whole text (its secrets, echoed by a
         #: server, never reach tokens.jsonl or LoadGen's log); None: nothing to hide
         self._redact: Callable[[str], str] | None = backend.redact_text
@@ -468,7 +475,8 @@ class StreamingSUT:
                             if not first_token:
                                 first_token = t
                                 if self.first_token_calls:
-                                    first_data = self._first_ids(chunk, ids) if ids is not None else chunk.text
+                                    first_data = (self._first_ids(chunk, ids) if ids is not None
+                                                  else _labels(chunk.text) if self._log_labels else chunk.text)
                                     if ids is not None and not ids and not chunk.token_ids and not chunk.reasoning:
                                         lead = (chunk.text, first_data.tolist())  # the tokenizer's ids of this text
                                     self._out.first(qid, first_data)
@@ -530,6 +538,8 @@ class StreamingSUT:
                 data = output
             elif ids is not None:
                 data = logged
+            elif self._log_labels:
+                data = _labels(self._redact("".join(texts)) if self._redact is not None else "".join(texts))
             elif self.return_outputs:
                 data = "".join(texts)
                 if self._redact is not None:
@@ -686,6 +696,13 @@ def lag_summary(lags: list[tuple[float, float]]) -> dict[str, Any] | None:
     return {"period_ms": LAG_PERIOD_S * 1e3, "samples": len(late),
             **distribution(late, unit=1e-3, percentiles=(50, 99)),  # s -> ms
             "per_second_max": [[sec * 1_000_000_000, lag * 1e3] for sec, lag in sorted(worst.items())]}
+
+
+def _labels(text: str) -> np.ndarray:
+    """A transcript as accuracy mode logs it: MLPerf's whisper reference SUT's labels, int64."""
+    from harness.results.scoring.wer import LABELS_DTYPE, transcript_labels
+
+    return np.asarray(transcript_labels(text), dtype=LABELS_DTYPE)
 
 
 async def _nothing() -> Any:

@@ -17,8 +17,9 @@ optional and absent.
     stages.jsonl          backend-reported stage times (STAGES)
     summary.json          LoadGen's figures and ours (SUMMARY, schema SCHEMA_VERSION)
     cost.json             cost per request and per successful task (COST)
-    references.json       a text-scored dataset's references, metrics, file sha256 and the
-                          tokenizer the logged ids decode with (REFERENCES; text_accuracy)
+    references.json       a text-scored dataset's references, metrics, file sha256, the
+                          tokenizer the logged ids decode with, and what the accuracy log
+                          holds (ids or a transcript's labels) (REFERENCES; text_accuracy)
     ranking.json          a rerank dataset's documents per sample and relevance labels (RANKING;
                           harness.results.rerank)
     mlperf_log_*          LoadGen's own logs (LOADGEN_*)

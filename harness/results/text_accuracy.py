@@ -8,7 +8,10 @@ server again, and `harness accuracy RUN_DIR` gives the figures the summary holds
     AccuracyOnly / SubmissionRun   LoadGen's accuracy log: the logged int32 ids, first entry
                                    per qsl_idx (the official scripts' rule; a scorer in
                                    exact_match.SCORES_EVERY_ENTRY scores every entry),
-                                   decoded with the recorded tokenizer
+                                   decoded with the recorded tokenizer; a transcript's
+                                   int64 labels (references.json "accuracy_log":
+                                   "transcript-labels"), read back as MLPerf's
+                                   speech2text/accuracy_eval.py reads them (scoring.wer)
     PerformanceOnly (any load)     every answer the run gave, from tokens.jsonl's texts:
                                    "accuracy under load"
 
@@ -74,17 +77,22 @@ def wilson95(correct: int, n: int) -> list[float] | None:
     return [100.0 * max(0.0, centre - half), 100.0 * min(1.0, centre + half)]
 
 
-def _answers_from_log(run_dir: Path, refs: dict[str, Any], n_rows: int) -> tuple[list[tuple[int, str, int, bool]], str | None]:
+def _answers_from_log(run_dir: Path, refs: dict[str, Any], n_rows: int,
+                      token_entries: list[dict[str, Any]] | None) -> tuple[list[tuple[int, str, int, bool]], str | None]:
     """(qsl_idx, text, tokens, failed) per scored entry, and the tokenizer that decoded them."""
     from harness.results.scoring.accuracy_log import check_in_range, dedup_entries, parse_entries
     from harness.results.scoring.detokenize import load_decoder
     from harness.results.scoring.exact_match import SCORES_EVERY_ENTRY
 
     source = f"{run_dir / folder.LOADGEN_ACCURACY}"
-    entries = parse_entries(read_accuracy_log(run_dir), dtype="int32", source=source)
+    transcripts = refs.get("accuracy_log") == "transcript-labels"
+    entries = parse_entries(read_accuracy_log(run_dir), dtype="int64" if transcripts else "int32", source=source)
     check_in_range(entries, n_rows, source=source)
     if not all(row.get("metric") in SCORES_EVERY_ENTRY for row in refs["rows"]):
         entries = dedup_entries(entries)
+    if transcripts:
+        entries_ = folder.read_jsonl(run_dir, folder.TOKENS) if token_entries is None else token_entries
+        return _transcripts(entries, source, entries_), "speech2text/accuracy_eval.py's labels (int64)"
     tok = refs.get("tokenizer") or {}
     decoder = load_decoder(tok["path"], tok.get("sha256")) if tok.get("path") else None
     if decoder is None:
@@ -95,6 +103,23 @@ def _answers_from_log(run_dir: Path, refs: dict[str, Any], n_rows: int) -> tuple
         text = decoder.decode(e.token_ids, f"{source}: entry {n} (qsl_idx {e.qsl_idx})") if e.token_ids else ""
         out.append((e.qsl_idx, text, len(e.token_ids), not e.token_ids))
     return out, decoder.path
+
+
+def _transcripts(entries: list[Any], source: str, token_entries: list[dict[str, Any]]) -> list[tuple[int, str, int, bool]]:
+    """Each entry's transcript, from its labels as accuracy_eval.py decodes them; an entry
+    without data (a failed request, or nothing said back) is an empty transcript, failed.
+    Its tokens are the answer's count in tokens.jsonl (the labels are characters, not tokens)."""
+    from harness.results.scoring.wer import labels_transcript
+
+    tokens = {e.get("sample_index"): int(e.get("n") or 0) for e in token_entries if e.get("status") == "ok"}
+    out = []
+    for n, e in enumerate(entries):
+        try:
+            text = labels_transcript(e.token_ids)
+        except ValueError as err:
+            raise ResultsError(f"{source}: entry {n} (qsl_idx {e.qsl_idx}): {err}") from err
+        out.append((e.qsl_idx, text, tokens.get(e.qsl_idx, 0) if e.token_ids else 0, not e.token_ids))
+    return out
 
 
 def answers_from_tokens(entries: list[dict[str, Any]], n_rows: int, path: Path) -> list[tuple[int, str, int, bool]]:
@@ -196,7 +221,7 @@ def text_accuracy(run_dir: Path, mode: str, token_entries: list[dict[str, Any]] 
         raise ResultsError(f"{run_dir / folder.REFERENCES} is damaged: expected rows of reference, metric and subset")
     decoded_with = None
     if mode in ACCURACY_MODES and read_accuracy_log(run_dir):
-        answers, decoded_with = _answers_from_log(run_dir, refs, len(rows))
+        answers, decoded_with = _answers_from_log(run_dir, refs, len(rows), token_entries)
         label, source = "accuracy", folder.LOADGEN_ACCURACY
     else:
         entries = folder.read_jsonl(run_dir, folder.TOKENS) if token_entries is None else token_entries

@@ -7,10 +7,13 @@ the server's log of what it received (sha256, audio seconds it measured), what i
 and how long it took. WER is whatever the model does with those bytes: the same on two runs,
 equal between `harness accuracy` on the folder and the run's summary, and equal to the WER
 of the server's own transcripts against the sentences. RTFx is held to the server's stamps.
+An AccuracyOnly run logs each transcript to LoadGen as MLPerf's whisper reference does (its
+labels, int64), and the WER scored from that log is the same again.
 """
 
 from __future__ import annotations
 
+import array
 import hashlib
 import json
 from pathlib import Path
@@ -19,6 +22,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from harness.analysis.llm_accuracy_txt import accuracy_lines
 from harness.config.run_config import RunConfig
 from harness.errors import HarnessError
 from harness.results.records import read_records
@@ -48,8 +52,8 @@ def speech(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "speech.jsonl"
 
 
-def _run(root: Path, url: str, dataset: str, **options: Any) -> tuple[Path, dict[str, Any]]:
-    config = RunConfig(backend="http", scenario="Offline", dataset=dataset, offline_expected_qps=1,
+def _run(root: Path, url: str, dataset: str, mode: str = "PerformanceOnly", **options: Any) -> tuple[Path, dict[str, Any]]:
+    config = RunConfig(backend="http", scenario="Offline", mode=mode, dataset=dataset, offline_expected_qps=1,
                        min_duration_s=0.1, min_query_count=len(SENTENCES),
                        backend_options={"protocol": "openai-transcriptions", "url": url + "/v1", **options})
     outcome = runner.run(config, root)
@@ -104,6 +108,24 @@ def test_wer_and_rtfx_against_the_servers_own_truth(tmp_path, speech, recognizer
         jsonschema.Draft202012Validator(schema).validate(summary)
     (_, one, _), (_, two, _) = runs
     assert one["text_accuracy"]["wer"]["wer"] == two["text_accuracy"]["wer"]["wer"]  # the same model, the same bytes
+    # accuracy mode: LoadGen's accuracy log holds each transcript as MLPerf's whisper reference
+    # SUT logs it, and the WER scored from that log is the server's, and the performance run's
+    log = []
+    with ServerThread(transcription_app(recognizer, log)) as srv:
+        run_dir, acc = _run(tmp_path / "accuracy", srv.url, str(speech), mode="AccuracyOnly")
+    by_file = {files[h.sha256]: h for h in log}
+    entries = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    assert sorted(e["qsl_idx"] for e in entries) == list(range(len(SENTENCES)))
+    # accuracy_eval.py's reading: array('q', bytes.fromhex(data)), each index one of its labels
+    eval_labels = " abcdefghijklmnopqrstuvwxyz'0123456789$¢£€%+-"
+    decoded = {e["qsl_idx"]: "".join(eval_labels[i] for i in array.array("q", bytes.fromhex(e["data"])))
+               for e in entries}
+    assert decoded == {i: "".join(c for c in by_file[i].text.lower().strip() if c in eval_labels[:28]) for i in decoded}
+    wer = acc["text_accuracy"]["wer"]
+    assert acc["text_accuracy"]["source"] == "mlperf_log_accuracy.json" and wer["samples"] == len(SENTENCES)
+    truth = score_wer([by_file[i].text for i in range(len(SENTENCES))], list(SENTENCES))
+    assert wer["wer"] == pytest.approx(truth.wer, abs=1e-12) == one["text_accuracy"]["wer"]["wer"]
+    assert score_folder(run_dir)["wer"] == wer
     print(f"WER {one['text_accuracy']['wer']['wer']:.2f}% (CI {one['text_accuracy']['wer']['ci95']}), "
           f"RTFx {one['transcription']['rtfx']:.2f}, throughput RTFx {one['transcription']['throughput_rtfx']:.2f}")
 
@@ -159,6 +181,15 @@ def test_whisper_shaped_offline_run(tmp_path, recognizer):
                            backend_options={"protocol": "openai-transcriptions", "url": srv.url + "/v1"})
         outcome = runner.run(config, tmp_path / "results")
     s = outcome.summary
+    # the record's accuracy run: accuracy.txt's line is accuracy_eval.py's, scored from LoadGen's log
+    with ServerThread(transcription_app(recognizer, [])) as srv:
+        accuracy = runner.run(config.model_copy(update={"mode": "AccuracyOnly", "backend_options": {
+            "protocol": "openai-transcriptions", "url": srv.url + "/v1"}}), tmp_path / "accuracy").summary
+    w = accuracy["text_accuracy"]["wer"]
+    assert accuracy["text_accuracy"]["source"] == "mlperf_log_accuracy.json" and w["samples"] == 4
+    assert w["wer"] == s["text_accuracy"]["wer"]["wer"]  # the same transcripts, under load or not
+    assert accuracy_lines(accuracy["text_accuracy"], "whisper") == [
+        f"Word Error Rate: {float(w['wer'])}%, accuracy={float(w['accuracy'])}%"]
     # mlperf.conf's whisper entries, in effect: token latencies on, equal issue, its sample count
     assert RunConfig(benchmark="whisper").use_token_latencies is True
     effective = s["loadgen"]["effective_settings"]

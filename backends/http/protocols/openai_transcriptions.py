@@ -1,7 +1,9 @@
 """OpenAI audio transcriptions (`POST {url}/audio/transcriptions`): vLLM, OpenAI, whisper.cpp's
 and speaches' servers. Audio files in, as multipart/form-data (file, model, language,
 response_format); the transcript out, whole or streamed as SSE (`stream=true`), where each
-delta is tokens, so a streamed transcript has a time to first token.
+delta is tokens, so a streamed transcript has a time to first token. It gives a
+"transcript" (backends.base.OutputKind): timed as tokens, and logged in accuracy mode as
+MLPerf's whisper reference logs one, with no tokenizer needed.
 
 The multipart body is encoded once per sample when the QSL loads (urllib3's encoder, with
 one boundary per backend so that every body matches the one Content-Type header): the timed
@@ -45,7 +47,7 @@ class OpenAITranscriptions(HttpProtocol):
     aliases = ("transcriptions", "whisper", "asr")
     url_form = "http://host:port/v1"
     takes: ClassVar[tuple[InputKind, ...]] = ("audio",)
-    gives: ClassVar[OutputKind] = "tokens"
+    gives: ClassVar[OutputKind] = "transcript"
 
     def __init__(self, options: OpenAITranscriptionsOptions) -> None:
         super().__init__(options)

@@ -16,6 +16,13 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9; behaviour mirrored, code not copied):
    word count its words.
 4. WER = sum of errors / sum of words over the scored samples; accuracy = 100 - WER %.
 
+Accuracy mode: the reference SUT logs each transcript to mlperf_log_accuracy.json as those
+label indices, int64 (`array.array('q', ...)`), and accuracy_eval.py turns an entry back into
+text by indexing its 45 labels with them (legacy_helpers.py __gather_predictions joins the
+labels), the first 28 of which are the SUT's. `transcript_labels` makes that entry of a
+transcript, `labels_transcript` reads it back as the script does, so an accuracy log of
+this harness decodes, by the script or here, to the transcript the reference SUT would log.
+
 The normalizer is the PyPI package `whisper-normalizer` (openai-whisper's normalizers as a
 package of their own, without torch). Its English normalizer (0.1.15) has four replacers that
 openai-whisper's lacks ("kinda", "sorta", "dunno", "cause"): they are taken out here, so that
@@ -35,10 +42,15 @@ from functools import cache
 from harness.errors import ConfigError
 
 INSTALL_HINT = "pip install 'loadgen-harness[speech]'"
-#: reference_SUT.py's labels: what the logged transcript can hold
-_SUT_LABELS = frozenset(" abcdefghijklmnopqrstuvwxyz'")
-#: accuracy_eval.py's labels: what a reference keeps
-_EVAL_LABELS = frozenset(" abcdefghijklmnopqrstuvwxyz'0123456789$¢£€%+-")
+#: reference_SUT.py's labels, in its order: a logged transcript is their indices
+SUT_LABELS = " abcdefghijklmnopqrstuvwxyz'"
+#: accuracy_eval.py's labels, in its order (the SUT's first): what a reference keeps, and
+#: what a logged index decodes to
+EVAL_LABELS = SUT_LABELS + "0123456789$¢£€%+-"
+_SUT_INDEX = {c: i for i, c in enumerate(SUT_LABELS)}
+_EVAL_SET = frozenset(EVAL_LABELS)
+#: the numpy dtype of a logged transcript: accuracy_eval.py's default `--output_dtype int64`
+LABELS_DTYPE = "<i8"
 #: whisper-normalizer's replacers that openai-whisper's EnglishTextNormalizer does not have
 _NOT_IN_WHISPER = (r"\bkinda\b", r"\bsorta\b", r"\bdunno\b", r"\bcause\b")
 
@@ -59,12 +71,27 @@ def normalizer() -> Callable[[str], str]:
 
 def mlperf_hypothesis(text: str) -> str:
     """A transcript as the reference SUT logs it: lower case, stripped, labels only."""
-    return "".join(c for c in text.lower().strip() if c in _SUT_LABELS)
+    return "".join(c for c in text.lower().strip() if c in _SUT_INDEX)
+
+
+def transcript_labels(text: str) -> list[int]:
+    """A transcript as the reference SUT logs it in accuracy mode: the index in SUT_LABELS of
+    each character `mlperf_hypothesis` keeps."""
+    return [_SUT_INDEX[c] for c in mlperf_hypothesis(text)]
+
+
+def labels_transcript(labels: Sequence[int]) -> str:
+    """A logged transcript's text, as accuracy_eval.py reads it: each index's EVAL_LABELS
+    character; an index outside them is a ValueError naming it."""
+    bad = next((i for i in labels if not 0 <= i < len(EVAL_LABELS)), None)
+    if bad is not None:
+        raise ValueError(f"label {bad} is not an index of accuracy_eval.py's {len(EVAL_LABELS)} labels")
+    return "".join(EVAL_LABELS[i] for i in labels)
 
 
 def mlperf_reference(text: str) -> str:
     """A reference as the evaluation's manifest keeps it: its labels only."""
-    return "".join(c for c in text if c in _EVAL_LABELS)
+    return "".join(c for c in text if c in _EVAL_SET)
 
 
 def word_errors(hypothesis: Sequence[str], reference: Sequence[str]) -> int:
