@@ -86,7 +86,21 @@ def test_vllms_counters_equal_what_the_harness_sent_and_a_shared_prefix_is_seen_
     assert m["prompt_tokens"]["delta"] == tok["input_tokens"]  # cached or not, a prompt token is counted
     assert m["generation_tokens"]["delta"] == tok["output_tokens"] == 8 * ours["samples"]
     split = server["latency_split"]
-    assert 0 < split["network_and_http_ms"] < 50  # loopback and HTTP: milliseconds, not the model's time
+    # What the split leaves outside vLLM's TTFT (its arrival to its first token, both stamped
+    # in its API process) is the hops: the request to vLLM, the first token from its API
+    # process to the client's read. Its own E2E is stamped the same way, so the client's E2E
+    # from dispatch less the server's E2E measures the same hops for the last token, in this
+    # run. The first token may differ from the last by what the harness adds (its read: a turn
+    # of its loop, 1 ms, plus the lateness its loop's probe measured, for each of the two)
+    # and by vLLM's API process being busy with another request when it arrives (at most the
+    # per-request API-layer time vLLM itself reported inside its TTFT, `server_other_ms`). A
+    # split that left the model's prefill or queue in it is the model's time off.
+    e2e_ms = m["server_e2e"]["mean_s"] * 1e3
+    last_hops = tok["e2e_ms"]["mean"] - (ours["queue_ms"]["mean"] or 0.0) - e2e_ms
+    lag_ms = s["telemetry"]["client"]["loop_lag_ms"]["mean"]
+    allowance = 1.0 + 2 * lag_ms + max(split["server_other_ms"] or 0.0, 0.0)
+    hops = f"{measured}; split {split}; last token's hops {last_hops:.3f} ms, loop lag mean {lag_ms:.3f} ms"
+    assert 0 < split["network_and_http_ms"] <= max(last_hops, 0.0) + allowance, hops
     assert split["server_decode_ms"] == pytest.approx(split["client_decode_ms"], rel=0.05), split
 
     pc = tok["prompt_cache"]

@@ -30,12 +30,13 @@ from tests.support.sleep_probe import SleepProbe
 TIMING = Timing(queue_ms=30, ttft_ms=20, tpot_ms=5, tokens=8)
 
 
-def _server_run(tmp_path: Path, metrics: TruthMetrics, arrivals: list[tuple[int, list[int]]]) -> tuple[Path, dict]:
+def _server_run(tmp_path: Path, metrics: TruthMetrics, arrivals: list[tuple[int, list[int]]],
+                qps: float) -> tuple[Path, dict]:
     with ServerThread(openai_app(TIMING, metrics=metrics, arrivals=arrivals)) as srv:
         outcome = runner.run(RunConfig(
             backend="http", scenario="Server", dataset="synthetic:isl=16,osl=8,n=64",
             backend_options={"protocol": "openai-completions", "url": f"{srv.url}/v1", "warmup_requests": 0},
-            target_qps=25, min_duration_s=4, min_query_count=60, use_token_latencies=True,
+            target_qps=qps, min_duration_s=4, min_query_count=60, use_token_latencies=True,
             telemetry={"server": [f"{srv.url}/metrics"], "host": True, "interval_s": 0.1},
         ), tmp_path / "results")  # fmt: skip
     return outcome.run_dir, outcome.summary
@@ -45,6 +46,8 @@ class TruthRun(NamedTuple):
     run_dir: Path
     summary: dict
     metrics: TruthMetrics
+    #: the rate offered: a quarter of what this client completed flat out (`client_rate`), at most 25/s
+    qps: float
     #: the truth server's own log: (arrival, chunk write stamps) a request
     arrivals: list[tuple[int, list[int]]]
     #: a thread that only sleeps beside the run: how late this machine woke it meanwhile
@@ -52,12 +55,16 @@ class TruthRun(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def truth(tmp_path_factory: pytest.TempPathFactory) -> TruthRun:
+def truth(tmp_path_factory: pytest.TempPathFactory, client_rate: float) -> TruthRun:
+    # A load the client keeps up with on any machine: a quarter of the rate its one loop
+    # completed flat out in the pilot, whose requests were 2,000 events each (these are 8).
+    # 25/s at most: a faster machine gains nothing from more, and the one-thread server less.
     metrics = TruthMetrics(fail_scrapes=(5, 6))
     arrivals: list[tuple[int, list[int]]] = []
+    qps = min(25.0, client_rate / 4)
     with SleepProbe() as probe:
-        run_dir, summary = _server_run(tmp_path_factory.mktemp("telemetry"), metrics, arrivals)
-    return TruthRun(run_dir, summary, metrics, arrivals, probe)
+        run_dir, summary = _server_run(tmp_path_factory.mktemp("telemetry"), metrics, arrivals, qps)
+    return TruthRun(run_dir, summary, metrics, qps, arrivals, probe)
 
 
 @pytest.fixture(scope="module")
@@ -129,17 +136,23 @@ def test_the_ttft_split_puts_the_injected_queue_and_prefill_where_they_belong(tr
     assert split["client_decode_ms"] == pytest.approx(server_decode, abs=allowance), (server_decode, measured)
 
 
-def test_the_servers_levels_agree_with_littles_law_on_the_clients_records(truth_run):
+def test_the_servers_levels_agree_with_littles_law_on_the_clients_records(truth):
     # The client's mean number in flight is the sum of its latencies over the window (Little's
     # law, exact on the records); the server's running + waiting, sampled every 0.1 s, must
     # estimate the same level. A gauge read wrong (summed twice, never decremented) is far off.
-    run_dir, s, _ = truth_run
+    run_dir, s = truth.run_dir, truth.summary
     c = read_records(run_dir).columns
     window_ns = int(c["complete_ns"].max() - c["issue_ns"].min())
     in_flight = float(np.sum(c["complete_ns"] - c["issue_ns"])) / window_ns
     m = s["telemetry"]["servers"][0]["metrics"]
     level = m["running"]["mean"] + m["queue_depth"]["mean"]
-    assert in_flight == pytest.approx(25 * 0.085, rel=0.35)  # λ W with W ≈ 85 ms
+    # λ W, with W the server's own time per request (arrival to last write: the injected
+    # 85 ms plus its lateness, measured in this run) and λ the rate offered: 35 % for the
+    # Poisson count over the window (60 and more arrivals: 13 % a standard deviation) and
+    # the hops around the server's time (under a ms here)
+    arrived, _, last = _served(truth)
+    w_s = float(np.mean(last - arrived)) / 1e9
+    assert in_flight == pytest.approx(truth.qps * w_s, rel=0.35), (in_flight, truth.qps, w_s)
     assert level == pytest.approx(in_flight, rel=0.35)
     assert m["queue_depth"]["mean"] == pytest.approx(level * 30 / 85, rel=0.5)  # 30 of the 85 ms waiting
 
@@ -173,9 +186,9 @@ def test_the_loops_lag_is_on_the_records_clock(truth):
     assert seconds[0] <= c["issue_ns"].min() + first_sample_after_start
     assert c["issue_ns"].min() < seconds[0] + 3e9
     assert abs(seconds[-1] - c["complete_ns"].max()) < 3e9
-    # 25 requests a second: the loop keeps up. Its worst each second may be the machine's
+    # A quarter of the client's rate: the loop keeps up. Its worst each second may be the machine's
     # worst, which a thread sleeping beside the run saw over the same seconds, plus 50 ms of
-    # the harness's own (a loop turn of 25 requests' work is ms): a loop blocked for 100 ms a
+    # the harness's own (a loop turn of a second's requests' work is ms): a loop blocked for 100 ms a
     # second (a synchronous write, a scrape on the loop) still fails
     machine = truth.probe.lateness_ms()["max"]
     assert all(v < 50 + machine for _, v in lag["per_second_max"]), (lag["per_second_max"], machine)
@@ -187,11 +200,23 @@ def test_host_telemetry_names_the_clients_threads(truth):
     host = s["telemetry"]["host"]
     names = {t["name"] for t in host["threads"]}
     assert {"event-loop", "LoadGen issue (main)"} <= names
-    assert 0 < host["process_cores"] < 1  # 25 requests a second keep one loop well below a core
+    # The process's share of a core is the machine's to set (a slower core spends more of
+    # itself on the same requests): judged against the run's own figures, it was measured at
+    # all, holds its event loop's share, and lies within the machine's busy cores over the
+    # same window; 2 clock ticks (10 ms each) over the window for the counters' rounding.
+    tick = 2 * 0.01 / host["covered_s"]
+    loop = max(t["cores"] for t in host["threads"] if t["name"] == "event-loop")
+    busy = sum(b for b in host["machine_core_busy"] if b is not None)
+    assert 0 < loop <= host["process_cores"] + tick <= busy + 2 * tick, (host, busy)
     assert host["rss_max_bytes"] > 10 * 2**20
+    # At a quarter of the client's rate no client thread is near a whole core and LoadGen keeps
+    # its schedule, on any machine: the only signal allowed is the loop's lateness, which
+    # holds the machine's (the harness's 10 ms threshold is on the loop's whole lateness); the
+    # harness's own part of it is bounded below, against a thread sleeping beside the run.
     client = s["telemetry"]["client"]
-    assert client["saturated"] is False and client["signals"] == []
-    # 20 a second, on time: at the median, what this machine's wake-ups took (a thread sleeping
+    assert client["saturated"] is bool(client["signals"]), client
+    assert all(sig.startswith("the event loop ran late") for sig in client["signals"]), client
+    # on time: at the median, what this machine's wake-ups took (a thread sleeping
     # beside the run, the same seconds) plus 10 ms of the harness's own (the selector's 1 ms
     # rounding and a turn's work); a saturated loop is 100 ms and more late
     machine = truth.probe.lateness_ms()["p50"]
