@@ -23,10 +23,10 @@ from pydantic import Field
 
 from backends.base import Chunk, OutputKind, PromptSample, Sample
 from backends.http.options import BaseHttpOptions
-from backends.http.protocol import Bound, HttpProtocol, ServerInfo, StreamParser
+from backends.http.protocol import Bound, HttpProtocol, ServerInfo, StreamParser, read_json_option
 from backends.http.structured import SchemaForm, request_fields, schema_in
 from backends.http.wire import _SseParser, _ToolCalls, openai_usage
-from harness.errors import ConfigError, DatasetError, RequestFailed
+from harness.errors import DatasetError, RequestFailed
 
 
 class OpenAIOptions(BaseHttpOptions):
@@ -79,13 +79,7 @@ class OpenAIProtocol(HttpProtocol):
         # MLPerf logs token ids: in accuracy mode, ask the server for the ones it generated
         self.ask_ids = bound.log_outputs and self.options.server_token_ids
         if self.options.json_schema:
-            path = Path(self.options.json_schema)
-            try:
-                self.schema = json.loads(path.read_text())
-            except OSError as e:
-                raise ConfigError(f"json_schema: cannot read {path}: {e.strerror}") from e
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"json_schema {path}: not valid JSON ({e.msg} at line {e.lineno})") from e
+            self.schema = read_json_option("json_schema", Path(self.options.json_schema))
 
     @property
     def answer_schema(self) -> Mapping[str, Any] | None:

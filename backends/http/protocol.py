@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from backends.base import (
@@ -37,13 +38,24 @@ from backends.base import (
     TensorSpec,
 )
 from backends.http.wire import _squash
-from harness.errors import RequestFailed
+from harness.errors import ConfigError, RequestFailed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping
 
     from backends.http.options import BaseHttpOptions
     from backends.http.tokenizer import Tokenizer
+
+
+def read_json_option(option: str, path: Path) -> Any:
+    """A JSON file an option names (a request template, a schema), read at load: what is
+    wrong with it is one line naming the option and the file."""
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{option}: cannot read {path}: {e.strerror}") from e
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{option} {path}: not valid JSON ({e.msg} at line {e.lineno})") from e
 
 
 class StreamParser(Protocol):

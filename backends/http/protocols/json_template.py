@@ -14,8 +14,8 @@ from pydantic import Field, model_validator
 from backends.base import Chunk, InputKind, OutputKind, PromptSample, Sample
 from backends.content import wire_messages
 from backends.http.options import BaseHttpOptions
-from backends.http.protocol import Bound, HttpProtocol
-from harness.errors import ConfigError, RequestFailed
+from backends.http.protocol import Bound, HttpProtocol, read_json_option
+from harness.errors import RequestFailed
 
 
 class JsonTemplateOptions(BaseHttpOptions):
@@ -58,13 +58,7 @@ class JsonTemplate(HttpProtocol):
 
     def bind(self, bound: Bound) -> None:
         super().bind(bound)
-        path = Path(self.options.request_template or "")
-        try:
-            self.template = json.loads(path.read_text())
-        except OSError as e:
-            raise ConfigError(f"request_template: cannot read {path}: {e.strerror}") from e
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"request_template {path}: not valid JSON ({e.msg} at line {e.lineno})") from e
+        self.template = read_json_option("request_template", Path(self.options.request_template or ""))
 
     def encode(self, sample: Sample) -> bytes:
         return json.dumps(_fill(self.template, _template_values(sample, self.options.max_tokens))).encode()
