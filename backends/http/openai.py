@@ -1,6 +1,7 @@
-"""What the two OpenAI protocols share (backends/http/protocols/openai_chat.py and
-openai_completions.py): their options, the /models probe, the request body, and the
-answer, streamed as server-sent events (backends.http.wire._SseParser) or whole.
+"""What the OpenAI protocols share: the two that generate (backends/http/protocols/
+openai_chat.py and openai_completions.py) their options, the request body, and the answer,
+streamed as server-sent events (backends.http.wire._SseParser) or whole; embeddings takes
+the /models probe from here too.
 
 Reasoning: a chat answer's `reasoning_content` (or `reasoning`) is counted and kept apart
 from the answer (Chunk.reasoning); with `reasoning_parser: think_tags`, so are

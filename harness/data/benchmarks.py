@@ -46,7 +46,7 @@ Reader = Literal["rouge-json", "rouge-pickle", "exact-text-pickle", "exact-ids-p
 #: exact-match script's extraction rules (harness.results.scoring.exact_match.Family)
 Scorer = Literal["rouge", "deepseek-r1", "gpt-oss", "whisper"]
 #: how the evaluation script prints its result, which accuracy.txt imitates
-#: (harness.analysis.llm_accuracy_txt.FORMS says which script prints which)
+#: (the docstring of harness.analysis.llm_accuracy_txt says which script prints which)
 AccuracyForm = Literal["rouge-strings", "rouge-numbers", "exact-dict", "exact-line", "wer-line"]
 
 #: compliance/TEST06/run_verification.py's --eos_token_id default (Llama 2's </s>)
