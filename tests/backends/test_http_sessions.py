@@ -81,25 +81,33 @@ def test_sessions_carry_history_pace_and_match_the_servers_ttft(run_harness):
     # users cap: never more than USERS sessions between their first dispatch and last answer,
     # and all USERS used (6 sessions issued at once)
     assert ses["open_max"] == USERS
-    # per-turn TTFT against what the server did for those turns, on one clock: its first
-    # write minus the harness's dispatch of that very turn (the server's one thread takes
-    # simultaneous first turns ms apart, and the client rightly sees that). The bound is the
-    # single-turn fidelity bound of test_http_truth (5 % of that truth, p50), turn by turn;
-    # and no turn is faster than the injected model says (an optimistic client).
+    # per-turn TTFT against what the server did for those very turns, on one clock, request by
+    # request. The server's one thread takes simultaneous first turns ms apart (the client
+    # rightly sees that), so a turn's truth can be two clusters 10 ms apart: a p50 set against
+    # a p50 then compares different requests, and one request read a ms late moves it by the
+    # gap between the clusters (seen once in CI). Paired, each request's first token was read
+    # after the server began writing it (no client is early: no tolerance), and at the median
+    # a turn's reading lags the server's stamp after that write by at most the single-turn
+    # fidelity bound of test_http_truth (5 % of the truth's p50); its p50 reads as the truth's.
     row_of = {(e["session"], e["turn"]): i for i, e in ((i, entries[int(q)]) for i, q in enumerate(rec["query_id"]))}
     for row in ses["by_turn"]:
         k = row["turn"]
         mine = {key: i for key, i in row_of.items() if key[1] == k}
-        truth_ms = sorted((truth.served[key][1] - rec["dispatch_ns"][i]) / 1e6 for key, i in mine.items())
+        served = {key: truth.served[key] for key in mine}
+        first = {key: int(rec["first_token_ns"][i]) for key, i in mine.items()}
+        assert all(first[key] >= served[key].first_write_began_ns for key in mine), (k, first, served)
+        lag_ms = np.median([(first[key] - served[key].first_write_ns) / 1e6 for key in mine])
+        truth_ms = sorted((served[key].first_write_ns - rec["dispatch_ns"][i]) / 1e6 for key, i in mine.items())
         truth_p50 = truth_ms[int(0.5 * len(truth_ms))]  # nearest rank, as the summary's
-        assert abs(row["ttft_ms"]["p50"] - truth_p50) <= 0.05 * truth_p50, (k, row, truth_ms)
+        assert lag_ms <= 0.05 * truth_p50, (k, lag_ms, row, truth_ms)
+        ours_ms = sorted((first[key] - rec["dispatch_ns"][i]) / 1e6 for key, i in mine.items())
+        assert row["ttft_ms"]["p50"] == pytest.approx(ours_ms[int(0.5 * len(ours_ms))]), (row, ours_ms)
         for key, i in mine.items():
-            _, _, cached_words, words = truth.served[key]
-            injected = t.ttft_ms + t.ttft_ms_per_prompt_token * (words - cached_words)
-            assert (rec["first_token_ns"][i] - rec["dispatch_ns"][i]) / 1e6 >= injected, (key, injected)
-        cached = [c for (sid, kk), (_, _, c, _) in truth.served.items() if kk == k]
+            injected = t.ttft_ms + t.ttft_ms_per_prompt_token * (served[key].prompt_words - served[key].cached_words)
+            assert (first[key] - rec["dispatch_ns"][i]) / 1e6 >= injected, (key, injected)
+        cached = [v.cached_words for (sid, kk), v in truth.served.items() if kk == k]
         assert row["cached_tokens_mean"] == pytest.approx(np.mean(cached))  # the server's usage, carried
-        words = [p for (sid, kk), (_, _, _, p) in truth.served.items() if kk == k]
+        words = [v.prompt_words for (sid, kk), v in truth.served.items() if kk == k]
         assert row["input_tokens_mean"] == pytest.approx(np.mean(words))
     # later turns are longer, yet cheaper to prefill: the cache holds their history
     turns = ses["by_turn"]
@@ -171,7 +179,7 @@ def test_salt_defeats_the_prefix_shared_across_sessions(run_harness, tmp_path, s
     with ServerThread(openai_app(Timing(ttft_ms=5, tpot_ms=1), sessions=truth)) as srv:
         _, s = _run(run_harness, srv, f"chat-sessions:{f}", users=1, salt=salt, affinity_header="X-Conv")
     assert sorted(truth.turns) == [("first", 0), ("second", 0)]  # each id in the configured header
-    cached, words = truth.served[("second", 0)][2], truth.served[("second", 0)][3]
+    cached, words = truth.served[("second", 0)].cached_words, truth.served[("second", 0)].prompt_words
     # users=1: the second session starts after the first ended, whose prompt it repeats. The
     # server caches all of it but the last word; with a salt after the system prompt, only
     # the system prompt's 3 words are shared.

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from aiohttp import web
@@ -205,6 +205,19 @@ class TruthMetrics:
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+class TurnServed(NamedTuple):
+    """One session turn as the server served it, on perf_counter_ns. The first token's write
+    is stamped on both sides: its bytes left between the two, so a client that read them
+    before `first_write_began_ns` is impossible, and one behind `first_write_ns` is late by
+    at most its difference (the server's thread may lose the GIL after the send)."""
+
+    arrival_ns: int
+    first_write_began_ns: int
+    first_write_ns: int
+    cached_words: int
+    prompt_words: int
+
+
 class SessionTruth:
     """The truth server's sessions mode: multi-turn chats, checked and cached.
 
@@ -242,8 +255,8 @@ class SessionTruth:
         self.mismatch_notes: list[str] = []
         #: (session, turn) -> (user message, answer text), as received and answered
         self.turns: dict[tuple[str, int], tuple[str, str]] = {}
-        #: (session, turn) -> (arrival ns, first write ns, cached words, prompt words): what it did
-        self.served: dict[tuple[str, int], tuple[int, int, int, int]] = {}
+        #: (session, turn) -> what the server did for it (`TurnServed`)
+        self.served: dict[tuple[str, int], TurnServed] = {}
         self._held: list[tuple[str, ...]] = []  # each served request's prompt + answer words
         #: (session, turn) -> the messages the request carried, as received
         self.received: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -529,15 +542,22 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             arrivals.append((arrived, stamps))
         if lead_ids is not None and piece_ids is not None:
             await resp.write(event("", None, list(lead_ids)))
+        began: list[int] = []  # the stamp before the first stamped write
+
+        async def stamped(data: bytes) -> None:
+            if not stamps:
+                began.append(time.perf_counter_ns())
+            await resp.write(data)
+            stamps.append(time.perf_counter_ns())
+
         for i, thought in enumerate(thoughts):
             await until(timing.queue_ms + ttft_ms + i * tpot_ms)
             if timing.reasoning_style == "think":
-                await resp.write(event(thought))
+                await stamped(event(thought))
             else:
                 delta = {timing.reasoning_style: thought}
-                await resp.write(b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}).encode()
-                                 + b"\n\n")
-            stamps.append(time.perf_counter_ns())
+                await stamped(b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}).encode()
+                              + b"\n\n")
         if tool is not None:
             name, pieces_of_args = tool
             calls = [{"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]
@@ -545,9 +565,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             for j, call in enumerate(calls):
                 await until(timing.queue_ms + ttft_ms + answer_ms + j * tpot_ms)
                 finish = "tool_calls" if j == len(calls) - 1 else None
-                await resp.write(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]},
-                                                                      "finish_reason": finish}]}).encode() + b"\n\n")
-                stamps.append(time.perf_counter_ns())
+                await stamped(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]},
+                                                                   "finish_reason": finish}]}).encode() + b"\n\n")
             sent = n
             pieces = []  # a tool call's answer has no text: the history carries it empty
             if turn is not None and sessions is not None:
@@ -559,12 +578,11 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
             last = sent + take == n
             if pieces is not None:
                 ids = [i for p in piece_ids[sent:sent + take] for i in p] if piece_ids is not None else None
-                await resp.write(event("".join(pieces[sent:sent + take]), "stop" if last else None, ids))
+                await stamped(event("".join(pieces[sent:sent + take]), "stop" if last else None, ids))
             else:
                 piece = " ".join(f"t{i}" for i in range(sent, sent + take)) + " "
                 ids = token_ids(piece) if want_ids and token_ids is not None else None
-                await resp.write(event(piece, "length" if last else None, ids))
-            stamps.append(time.perf_counter_ns())
+                await stamped(event(piece, "length" if last else None, ids))
             sent += take
             if sent >= 2 and behaviour == "@malformed_sse":
                 await resp.write(b"data: {not json\n\n")
@@ -575,7 +593,8 @@ def openai_app(timing: Timing, model: str = "truth-model", api_key: str | None =
                 await asyncio.sleep(3600)
         if turn is not None and sessions is not None:
             sessions.answered(turn[0], turn[1], prompt, words, "".join(pieces or ()))
-            sessions.served[turn] = (arrived, stamps[0] if stamps else 0, cached, prompt_words)
+            sessions.served[turn] = TurnServed(arrived, began[0] if began else 0, stamps[0] if stamps else 0, cached,
+                                               prompt_words)
         if include_usage:
             usage = usage_of(n)
             await resp.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
