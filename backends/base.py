@@ -167,12 +167,14 @@ TensorSample = Mapping[str, np.ndarray]
 Sample = PromptSample | TensorSample | RankSample | AudioSample
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Usage:
     """What the server says one request used, each figure None where it said nothing.
 
     A backend turns its server's own form (OpenAI's `usage` object, a header, a field of a
-    whole answer) into this; the SUT reads the fields, never the server's keys."""
+    whole answer) into this; the SUT reads the fields, never the server's keys, and never
+    writes them. (Not frozen: a frozen dataclass sets each field through object.__setattr__,
+    which tripled the cost of the one Usage a streamed request makes.)"""
 
     #: tokens generated (OpenAI completion_tokens): outranks the chunks' count
     output_tokens: int | None = None

@@ -310,18 +310,25 @@ class _SseParser:
             _check_calls(self.tools.assembled(), self.excerpt)
 
 
-def _count(d: Any, key: str) -> int | None:
-    """A count the server sent; None where it sent none, or no number."""
-    v = d.get(key) if d.__class__ is dict else None
-    return int(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+def _count(v: Any) -> int | None:
+    """A count the server sent; None where it sent none, or no number (a bool is no count)."""
+    if v.__class__ is int:
+        return v
+    return int(v) if v.__class__ is float and math.isfinite(v) else None
 
 
 def openai_usage(usage: dict[str, Any]) -> Usage:
-    """OpenAI's `usage` object as the contract's Usage (a field of the wrong type: None)."""
-    return Usage(
-        output_tokens=_count(usage, "completion_tokens"),
-        input_tokens=_count(usage, "prompt_tokens"),
-        cached_tokens=_count(usage.get("prompt_tokens_details"), "cached_tokens"),
-        reasoning_tokens=_count(usage.get("completion_tokens_details"), "reasoning_tokens"),
-        image_tokens=_count(usage.get("prompt_tokens_details"), "image_tokens"),
-    )
+    """OpenAI's `usage` object as the contract's Usage (a field of the wrong type: None).
+    Once a streamed request, on the loop: a whole int is taken as it is, and the details
+    objects are read only when sent."""
+    get = usage.get
+    out, into = get("completion_tokens"), get("prompt_tokens")
+    details, out_details = get("prompt_tokens_details"), get("completion_tokens_details")
+    cached = image = reasoning = None
+    if details.__class__ is dict:
+        cached, image = _count(details.get("cached_tokens")), _count(details.get("image_tokens"))
+    if out_details.__class__ is dict:
+        reasoning = _count(out_details.get("reasoning_tokens"))
+    return Usage(output_tokens=out if out.__class__ is int else _count(out),
+                 input_tokens=into if into.__class__ is int else _count(into),
+                 cached_tokens=cached, reasoning_tokens=reasoning, image_tokens=image)

@@ -566,41 +566,48 @@ class StreamingSUT:
                 thought = "".join(reasoning) if reasoning else None
                 if thought is not None and self._redact is not None:
                     thought = self._redact(thought)
-                self.records.add_tokens(
-                    {
-                        "query_id": qid,
-                        "sample_index": index,
-                        "status": status,
-                        "t": times,
-                        "k": counts,
-                        "n": n_tokens,
-                        "source": ("usage" if server_tokens is not None else self._client_method) if self.tokens else None,
-                        "client_method": self._client_method,
-                        "server_tokens": server_tokens,
-                        "client_tokens": client_tokens,
-                        "input_tokens": input_tokens,
-                        "input_source": "usage" if server_input else self._input_method,
-                        "retries": retries,
-                        "cached_tokens": usage.cached_tokens if usage is not None else None,
-                        # the server's split of the prompt into image tokens, only where it gives one
-                        **({"image_tokens": usage.image_tokens} if usage is not None and usage.image_tokens is not None else {}),
-                        "text": text,
-                        "valid": valid,
-                        **({"invalid": invalid} if invalid else {}),
-                        **({"metrics": metrics} if metrics else {}),
-                        # an audio request's length (the dataset's), and the server's own figure
-                        **({"audio_seconds": seconds, "server_audio_seconds": usage.audio_seconds if usage else None}
-                           if (seconds := getattr(sample, "audio_seconds", None)) is not None else {}),
-                        **(held.tags(index) if held is not None else {}),
-                        # only when the answer had reasoning, or the server counted some (a
-                        # model that reasons unseen; OpenAI sends a count of 0 for every answer)
-                        **({"reasoning": thought or "", "reasoning_tokens": reasoning_tokens,
-                            "server_reasoning_tokens": server_reasoning, "first_answer_ns": first_answer}
-                           if reasoning or server_reasoning else {}),
-                        **({"tool_calls": _redacted_calls(tool_calls, self._redact)} if tool_calls else {}),
-                        **({"ids_source": ids_source, "n_ids": len(ids)} if ids_source is not None and ids is not None else {}),
-                    }
-                )
+                entry = {
+                    "query_id": qid,
+                    "sample_index": index,
+                    "status": status,
+                    "t": times,
+                    "k": counts,
+                    "n": n_tokens,
+                    "source": ("usage" if server_tokens is not None else self._client_method) if self.tokens else None,
+                    "client_method": self._client_method,
+                    "server_tokens": server_tokens,
+                    "client_tokens": client_tokens,
+                    "input_tokens": input_tokens,
+                    "input_source": "usage" if server_input else self._input_method,
+                    "retries": retries,
+                    "cached_tokens": usage.cached_tokens if usage is not None else None,
+                    "text": text,
+                    "valid": valid,
+                }
+                # The keys below only where they say something, added one by one: conditional
+                # ** parts would build and merge a dict each on every request of a plain run.
+                if usage is not None and usage.image_tokens is not None:  # the server's image split
+                    entry["image_tokens"] = usage.image_tokens
+                if invalid:
+                    entry["invalid"] = invalid
+                if metrics:
+                    entry["metrics"] = metrics
+                if (seconds := getattr(sample, "audio_seconds", None)) is not None:
+                    # an audio request's length (the dataset's), and the server's own figure
+                    entry["audio_seconds"] = seconds
+                    entry["server_audio_seconds"] = usage.audio_seconds if usage else None
+                if held is not None:
+                    entry.update(held.tags(index))
+                if reasoning or server_reasoning:
+                    # only when the answer had reasoning, or the server counted some (a model
+                    # that reasons unseen; OpenAI sends a count of 0 for every answer)
+                    entry.update(reasoning=thought or "", reasoning_tokens=reasoning_tokens,
+                                 server_reasoning_tokens=server_reasoning, first_answer_ns=first_answer)
+                if tool_calls:
+                    entry["tool_calls"] = _redacted_calls(tool_calls, self._redact)
+                if ids_source is not None and ids is not None:
+                    entry.update(ids_source=ids_source, n_ids=len(ids))
+                self.records.add_tokens(entry)
         except Exception as e:  # noqa: BLE001 - a bug of the harness: the run ends as a crash
             await self._crashed(e, qid, bool(first_token), completed, stream)
 

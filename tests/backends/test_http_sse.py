@@ -8,7 +8,7 @@ import json
 import pytest
 
 from backends.base import Chunk, Usage
-from backends.http.wire import _SseParser
+from backends.http.wire import _SseParser, openai_usage
 from harness.errors import RequestFailed
 
 
@@ -171,3 +171,20 @@ def test_a_field_of_the_wrong_type_is_malformed_sse(event):
     with pytest.raises(RequestFailed) as e:
         _parse(_event(event) + _event(_delta("x", "stop")) + b"data: [DONE]\n\n", 4)
     assert e.value.reason == "malformed_sse"
+
+
+@pytest.mark.parametrize(("usage", "expected"), [
+    ({"prompt_tokens": 3, "completion_tokens": 7}, Usage(output_tokens=7, input_tokens=3)),
+    # the details objects, as vLLM and OpenAI send them
+    ({"prompt_tokens": 30, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 16, "image_tokens": 9},
+      "completion_tokens_details": {"reasoning_tokens": 5}},
+     Usage(output_tokens=7, input_tokens=30, cached_tokens=16, reasoning_tokens=5, image_tokens=9)),
+    # a whole float is a count; no number, a non-finite one, a bool or a string is none
+    ({"prompt_tokens": 3.0, "completion_tokens": float("nan")}, Usage(input_tokens=3)),
+    ({"prompt_tokens": True, "completion_tokens": "7"}, Usage()),
+    ({"completion_tokens": float("inf"), "prompt_tokens": None}, Usage()),
+    # details of the wrong type, or null, say nothing
+    ({"completion_tokens": 2, "prompt_tokens_details": None, "completion_tokens_details": [5]}, Usage(output_tokens=2)),
+])  # fmt: skip
+def test_openai_usage_reads_each_count_or_none(usage, expected):
+    assert openai_usage(usage) == expected
