@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import json.scanner
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -26,7 +27,20 @@ def _squash(text: str) -> str:
     return " ".join(text.split())[:_EXCERPT]
 
 
-_json_decode = json.JSONDecoder().decode
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def _json_decode(text: str) -> Any:
+    """One SSE payload (already stripped) as JSON: json's own C scanner called directly,
+    without JSONDecoder.decode's two Python frames and whitespace regex around it (~270 ns
+    of ~1.6 us an event here). The same values and the same JSONDecodeError (a ValueError)."""
+    try:
+        obj, end = _scan_json(text, 0)
+    except StopIteration as e:
+        raise json.JSONDecodeError("Expecting value", text, e.value) from None
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return obj
 
 
 class _Redactor:

@@ -59,6 +59,8 @@ def test_completions_protocol_and_a_tokenizer_count():
         (_event(_delta("x")), "truncated_stream"),  # no [DONE], no finish_reason
         (_event(_delta("", "stop")) + b"data: [DONE]\n\n", "empty_output"),
         (b"data: {not json\n\n", "malformed_sse"),
+        (b'data: {"choices": []} {"x": 1}\n\n', "malformed_sse"),  # two values in one event
+        (b"data: \"\n\n", "malformed_sse"),  # an unterminated string
         (b"data: \xff\xfe\n\n", "malformed_sse"),  # not UTF-8
         (_event({"error": {"message": "overloaded"}}), "server_error"),
         # typed chunks (base.Chunk): a server's wrong types fail the stream, not the harness
