@@ -13,8 +13,14 @@
 
 3. With --telemetry (only): requests a second and the TTFT error with telemetry off and on,
    interleaved round by round: what sampling beside the test costs the timed path.
+4. With --against DIR (only): this checkout's harness against another's (e.g. a `git
+   worktree` of an earlier commit), interleaved round by round in alternating order, each
+   run in its own process from its own tree: requests/s on the no-op server, and the
+   32-stream TTFT error against the injected 200 ms. Prints both sides, the ratio per
+   round, and whether this side's median falls inside the other's spread.
 
     python benchmarks/bench_http.py [--seconds 8] [--guidellm /tmp/guidellm-venv/bin/guidellm] [--telemetry]
+    python benchmarks/bench_http.py --against /tmp/old --rounds 8 --seconds 2
 """
 
 from __future__ import annotations
@@ -234,6 +240,77 @@ def telemetry_cost(core: int | None, out: Path, rounds: int, samples: int) -> No
           f"{'PASS' if ttft_ok else 'FAIL'}")
 
 
+# One run of a tree's harness in its own process (cwd: the tree; its own `harness` first on
+# sys.path), a RunConfig given as JSON: the same path for both sides of --against.
+_ONE_RUN = """
+import json, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, ".")
+from harness.config.run_config import RunConfig
+from harness.run import runner
+with tempfile.TemporaryDirectory() as out:
+    s = runner.run(RunConfig(**json.loads(sys.argv[1])), Path(out)).summary
+print(json.dumps({"rate": s["harness"]["throughput_per_s"], "ttft_p50": s["tokens"]["ttft_ms"]["p50"],
+                  "ok": s["harness"]["succeeded"], "samples": s["harness"]["samples"]}))
+"""
+
+
+def _tree_run(tree: Path, config: dict[str, Any]) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-c", _ONE_RUN, json.dumps(config)], cwd=tree, capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"the harness in {tree} failed (rc {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def against(core: int | None, other: Path, rounds: int, seconds: float) -> None:
+    """This tree's harness and `other`'s, interleaved round by round (the order alternating):
+    req/s on the no-op server (as in 1.), then the 32-stream TTFT error (as in 2.)."""
+    sides = {"this": ROOT, "other": other.resolve()}
+    rates: dict[str, list[float]] = {k: [] for k in sides}
+    errors: dict[str, list[float]] = {k: [] for k in sides}
+    samples = int(17_000 * seconds)  # about `seconds` at this machine's rate
+    def throughput(url: str) -> dict[str, Any]:
+        return dict(name="bench-http", backend="http", scenario="Offline", dataset="synthetic:isl=1,osl=4,n=4096",
+                    backend_options={"protocol": "openai-chat", "url": url + "/v1", "max_in_flight": CONCURRENCY,
+                                     "warmup_requests": CONCURRENCY},
+                    min_duration_s=0.1, min_query_count=samples, offline_expected_qps=1, use_token_latencies=True)
+
+    def streams32(url: str) -> dict[str, Any]:
+        return dict(name="bench-http-fidelity", backend="http", scenario="Offline",
+                    dataset=f"synthetic:isl=8,osl={TRUTH['tokens']},n=64", use_token_latencies=True,
+                    ttft_latency_ms=2000, tpot_latency_ms=100,
+                    backend_options={"protocol": "openai-chat", "url": url + "/v1", "max_in_flight": 32, "warmup_requests": 32},
+                    min_duration_s=0.1, min_query_count=32, offline_expected_qps=1)
+
+    order = [list(sides), list(reversed(sides))]
+    with noop_server(core) as url:
+        for r in range(rounds):
+            for side in order[r % 2]:
+                rates[side].append(_tree_run(sides[side], throughput(url))["rate"])
+    extra = ["--ttft-ms", str(TRUTH["ttft_ms"]), "--tpot-ms", str(TRUTH["tpot_ms"]), "--tokens", str(TRUTH["tokens"])]
+    with noop_server(core, *extra) as url:
+        for r in range(rounds):
+            for side in order[r % 2]:
+                errors[side].append(_tree_run(sides[side], streams32(url))["ttft_p50"] / TRUTH["ttft_ms"] - 1)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    ratios = [a / b for a, b in zip(rates["this"], rates["other"], strict=True)]
+    print(f"\nthis tree ({ROOT}) against {sides['other']}: {rounds} rounds, interleaved, order alternating")
+    print(f"  {'figure':<30}{'this':>10}{'other':>10}{'this/other':>12}  per round")
+    print(f"  {'req/s, no-op server, 64 open':<30}{med['this']:>10,.0f}{med['other']:>10,.0f}"
+          f"{statistics.median(ratios):>12.3f}  {', '.join(f'{x:.3f}' for x in ratios)}")
+    print(f"  {'  spread (min-max)':<30}{min(rates['this']):>10,.0f}{min(rates['other']):>10,.0f}")
+    print(f"  {'':<30}{max(rates['this']):>10,.0f}{max(rates['other']):>10,.0f}")
+    print(f"  {'TTFT p50 error, 32 streams':<30}{statistics.median(errors['this']) * 100:>9.2f}%"
+          f"{statistics.median(errors['other']) * 100:>9.2f}%{'':>12}  this: "
+          + ", ".join(f"{e * 100:.2f}%" for e in errors["this"]) + "; other: "
+          + ", ".join(f"{e * 100:.2f}%" for e in errors["other"]))
+    rate_in = min(rates["other"]) <= med["this"]
+    err_in = statistics.median(errors["this"]) <= max(errors["other"])
+    print(f"  target: this side's median req/s at least the other's slowest round: {'PASS' if rate_in else 'FAIL'}; "
+          f"its median TTFT error at most the other's largest: {'PASS' if err_in else 'FAIL'}")
+
+
 def fidelity(core: int | None, out: Path) -> list[tuple[str, str, float, float, float, float | None]]:
     extra = ["--ttft-ms", str(TRUTH["ttft_ms"]), "--tpot-ms", str(TRUTH["tpot_ms"]), "--tokens", str(TRUTH["tokens"])]
     truth = {
@@ -284,6 +361,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds of the two Python clients")
     p.add_argument("--guidellm", default="/tmp/guidellm-venv/bin/guidellm", help="guidellm executable (separate venv)")
     p.add_argument("--telemetry", action="store_true", help="only the telemetry on-vs-off rounds")
+    p.add_argument("--against", type=Path, help="only: this tree's harness against DIR's (another checkout), interleaved")
     args = p.parse_args()
 
     cores = sorted(os.sched_getaffinity(0))
@@ -292,6 +370,9 @@ def main() -> int:
         os.sched_setaffinity(0, {cores[0]})  # every client (and the harness's child) on core 0
     print(f"cores: {len(cores)}; server on core {server_core}, clients on core {cores[0]}; concurrency {CONCURRENCY}")
 
+    if args.against is not None:
+        against(server_core, args.against, args.rounds, args.seconds)
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         work = Path(tmp)
         if args.telemetry:

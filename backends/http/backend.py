@@ -323,7 +323,8 @@ class HttpBackend(StreamingBackend):
             if parser is not None:
                 # Parsed here rather than in a nested async generator: every chunk would
                 # otherwise pass two generator layers (measured ~6 % of the loop's time).
-                async for data in resp.iter_any():
+                next_piece = resp.next_piece
+                while (data := await next_piece()) is not None:
                     for chunk in parser.feed(data):
                         yield chunk
                 for chunk in parser.finish():

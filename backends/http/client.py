@@ -102,18 +102,24 @@ class Response:
                 raise asyncio.TimeoutError(f"read timeout: no bytes for {conn.client.read_timeout:g} s")
             raise asyncio.TimeoutError(f"total timeout: the request passed {conn.client.total_timeout:g} s")
 
-    async def iter_any(self) -> AsyncIterator[bytes]:
-        """The body in pieces as they arrive (each piece: all that arrived since the last)."""
+    async def next_piece(self) -> bytes | None:
+        """The body's next piece as it arrives (all that arrived since the last); None at its
+        end. A coroutine rather than an async generator for the streamed request path: the
+        loop registers every async generator it starts (a weak-set add and remove a request)."""
         while True:
             if self._chunks:
                 chunks, self._chunks = self._chunks, []
-                yield chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            elif self._done:
-                return
-            elif self._error is not None:
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            if self._done:
+                return None
+            if self._error is not None:
                 raise self._error
-            else:
-                await self._wait()
+            await self._wait()
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        """The body in pieces as they arrive (each piece: all that arrived since the last)."""
+        while (piece := await self.next_piece()) is not None:
+            yield piece
 
     async def read(self) -> bytes:
         parts = [piece async for piece in self.iter_any()]
