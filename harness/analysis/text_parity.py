@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.accuracy_run import read_accuracy_run
 from harness.errors import ConfigError, DatasetError
 from harness.results import folder
 from harness.results.loadgen_log import read_accuracy_log
 from harness.results.scoring.accuracy_log import dedup_entries, first_per_qsl_idx, parse_entries
-from harness.results.text_accuracy import ACCURACY_MODES, ROUGE_FIGURES, answers_from_tokens
+from harness.results.text_accuracy import ROUGE_FIGURES, answers_from_tokens
 
 EXCERPT_BEFORE, EXCERPT_AFTER = 24, 40
 
@@ -90,12 +91,7 @@ class TextParityResult:
 
 def read_side(run_dir: Path) -> SideAnswers:
     """A folder's answers; a folder that is not a finished generative accuracy run is one line."""
-    folder.require_folder(run_dir)
-    config = folder.read_run_config(run_dir) or {}
-    mode = str(config.get("mode", "PerformanceOnly"))
-    if mode not in ACCURACY_MODES:
-        raise ConfigError(f"{run_dir} is a {mode} run; text parity compares the answers of accuracy runs "
-                          "(run each side with --mode AccuracyOnly, or let `harness parity` run them)")
+    _, label = read_accuracy_run(run_dir, "text parity compares the answers of accuracy runs")
     if not (run_dir / folder.TOKENS).is_file():
         raise ConfigError(f"{run_dir} has no {folder.TOKENS}: not a generative backend's run (parity of tensor "
                           "backends runs both models itself: --backend-a/--backend-b)")
@@ -113,7 +109,6 @@ def read_side(run_dir: Path) -> SideAnswers:
     if raw:
         entries = dedup_entries(parse_entries(raw, dtype="int32", source=str(run_dir / folder.LOADGEN_ACCURACY)))
         ids = {e.qsl_idx: e.token_ids for e in entries}
-    label = " ".join(str(x) for x in (config.get("backend"), config.get("model")) if x)
     return SideAnswers(run_dir, label, dataset, texts, ids)
 
 

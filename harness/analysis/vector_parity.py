@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.accuracy_run import read_accuracy_run
 from harness.errors import ConfigError, DatasetError
 from harness.results import folder
 from harness.results.loadgen_log import read_accuracy_log
-from harness.results.text_accuracy import ACCURACY_MODES
 from harness.results.vector_metrics import request_entries
 
 
@@ -54,19 +54,13 @@ def is_vector_run(run_dir: Path) -> bool:
 
 def read_vectors(run_dir: Path) -> tuple[dict[int, np.ndarray], dict[str, Any], str]:
     """(each answered sample's first vector, the dataset's description, the side's label)."""
-    folder.require_folder(run_dir)
-    config = folder.read_run_config(run_dir) or {}
-    mode = str(config.get("mode", "PerformanceOnly"))
-    if mode not in ACCURACY_MODES:
-        raise ConfigError(f"{run_dir} is a {mode} run; vector parity compares the vectors accuracy runs log "
-                          "(run each side with --mode AccuracyOnly, or let `harness parity` run them)")
+    _, label = read_accuracy_run(run_dir, "vector parity compares the vectors accuracy runs log")
     dataset = (folder.read_json(run_dir, folder.CHILD, required=True) or {}).get("dataset") or {}
     vectors: dict[int, np.ndarray] = {}
     for e in read_accuracy_log(run_dir) or []:
         data = bytes.fromhex(e.get("data") or "")
         if data and e["qsl_idx"] not in vectors:  # a failed sample logs no data
             vectors[int(e["qsl_idx"])] = np.frombuffer(data, dtype="<f4").astype(np.float64)
-    label = " ".join(str(x) for x in (config.get("backend"), config.get("model")) if x)
     return vectors, dataset, label
 
 
