@@ -196,7 +196,7 @@ def cost(run_dir: Path, cost_file: Path, as_json: bool) -> None:
 def backends(name: str | None) -> None:
     """Installed backends, whether they can run here, and each one's options (`--set KEY=VALUE`)
     with its default, or "required", and what it does. NAME shows one backend."""
-    from rich.table import Table
+    from rich.padding import Padding
 
     from harness.config import registry
 
@@ -217,7 +217,8 @@ def backends(name: str | None) -> None:
         # the option sets one option picks between (the http backend's protocols): each one's own
         for value, variant in options.variants().items():
             own = {k: f for k, f in variant.model_fields.items() if k not in options.model_fields}
-            console.print(f"  [bold]{escape(value)}[/]: {escape(variant.model_fields[options.variant_key].description or '')}")
+            heading = f"[bold]{escape(value)}[/]: {escape(variant.model_fields[options.variant_key].description or '')}"
+            console.print(Padding(heading, (0, 0, 0, 2)))  # wrapped lines keep the indent
             if own:
                 console.print(_options_table(own, indent=4))
         console.print()

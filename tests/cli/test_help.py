@@ -100,6 +100,10 @@ def test_backends_shows_required_options_and_descriptions():
     assert "required" in protocol and "wire protocol" in protocol
     assert "longest silence between two reads" in " ".join(out.split())
     assert all(len(line) <= 80 for line in out.splitlines())
+    # a protocol's heading (http) wraps under itself: its lines keep the indent
+    http = out[out.index("http · available"):]
+    heading = next(i for i, x in enumerate(http.splitlines()) if x.startswith("  kserve-v2-grpc: "))
+    assert all(x.startswith("  ") for x in http.splitlines()[heading:heading + 4]), http
 
 
 # --- README examples (#16 item 14) -----------------------------------------------------------
