@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from backends.base import Chunk, LoadContext, StreamingBackend, StreamingOptions
+from backends.content import media_parts
 from harness.errors import BackendError, ConfigError, DatasetError, ModelError, first_line
 
 
@@ -231,6 +232,9 @@ class PyTorchLLMBackend(StreamingBackend):
                 raise DatasetError(f"prompt_from=ids: token id {max(ids) if max(ids) >= vocab else min(ids)} is outside "
                                    f"the model's vocabulary (0..{vocab - 1}): the dataset's ids are another tokenizer's")
             return LLMRequest(tuple(ids), sample.max_tokens or self.options.max_tokens, len(ids))
+        if sample.messages and media_parts(sample.messages):  # the chat template would fail on them, unclearly
+            raise DatasetError("backend pytorch-llm takes text, and this dataset's messages carry images or videos: "
+                               "serve a vision model and run it with backend http, protocol=openai-chat")
         if sample.messages or self.options.chat:
             turns = list(sample.messages) if sample.messages else [{"role": "user", "content": sample.prompt}]
             if not getattr(tok, "chat_template", None):

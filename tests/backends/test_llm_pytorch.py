@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.data.prompts import build_prompt_dataset
+from harness.errors import DatasetError
 from harness.results.kv_cache import KvShape, from_hf_config
 from tests.support.smollm2_hf import gguf_path
 
@@ -168,7 +169,6 @@ def test_prompt_from_ids_runs_the_dataset_ids_as_they_are(run_harness, tiny_llm,
     import torch
     from transformers import AutoModelForCausalLM
 
-    from harness.errors import DatasetError
 
     ids = [[1, 504, 2210, 30], [1, 77, 88]]
     data = tmp_path / "cnn_eval.json"
@@ -194,6 +194,13 @@ def test_prompt_from_ids_runs_the_dataset_ids_as_they_are(run_harness, tiny_llm,
     with pytest.raises(DatasetError, match=r"token id 10000000 is outside the model's vocabulary"):
         run_harness(backend="pytorch-llm", model=str(tiny_llm), scenario="Offline", dataset=f"mlperf:llama3.1-8b:{data}",
                     backend_options={"prompt_from": "ids"})
+
+
+@pytest.mark.parallel
+def test_images_are_refused_in_one_line_before_the_test(run_harness, tiny_llm):
+    with pytest.raises(DatasetError, match=r"^backend pytorch-llm takes text, and this dataset's messages carry images"):
+        run_harness(backend="pytorch-llm", model=str(tiny_llm), scenario="Offline",
+                    dataset="synthetic-images:image_size=32,n=2,osl=4")
 
 
 @pytest.mark.parallel
