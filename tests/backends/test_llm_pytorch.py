@@ -169,7 +169,6 @@ def test_prompt_from_ids_runs_the_dataset_ids_as_they_are(run_harness, tiny_llm,
     import torch
     from transformers import AutoModelForCausalLM
 
-
     ids = [[1, 504, 2210, 30], [1, 77, 88]]
     data = tmp_path / "cnn_eval.json"
     pd.DataFrame({"input": ["ignored text a", "ignored text b"], "tok_input": ids,
