@@ -16,8 +16,8 @@ autogroup at nice 19). "Suite" is what `make test` really runs beside them: the 
 marked `parallel` themselves, two at a time at idle priority (tests/support/suite_passes.py's
 own command), started again whenever they finish, so every timing file meets the whole
 parallel pass's mix of imports, servers and disk, not a loop that only spins. Each
-failure's test id and last assertion line go to --log (JSON lines), so a failure is a
-finding with its message, not a count.
+failure's test id and its assertion (pytest's "E " lines) go to --log (JSON lines), so a
+failure is a finding with its message, not a count.
 
     python benchmarks/flake_hunt.py --runs 10 --conditions suite --markdown   # issue 44's hunt
 """
@@ -123,7 +123,10 @@ def run_file(path: str, condition: str, env: dict[str, str],
         for hog in hogs:
             hog.kill()
             hog.wait()
-    failures = [(m.group(2), (m.group(3) or "")[:300]) for m in _FAILED.finditer(out.stdout)]
+    # pytest's short summary drops the message when the test id fills its line: the
+    # failure's own "E " lines (the assertion and its values) are kept instead
+    said = "\n".join(line for line in out.stdout.splitlines() if line.startswith("E "))[-2000:]
+    failures = [(m.group(2), m.group(3) or said) for m in _FAILED.finditer(out.stdout)]
     if out.returncode not in (0, 1) or (out.returncode == 1 and not failures):
         failures.append((path, f"pytest exit {out.returncode}: {out.stdout[-300:]}{out.stderr[-300:]}"))
     return took, failures

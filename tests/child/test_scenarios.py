@@ -57,17 +57,21 @@ def test_single_stream_fixed_service_time_is_reported_exactly(run_harness, inlin
     # by waking the backend's sleep late: what a thread sleeping beside the run saw over the
     # same seconds (its p50) is allowed, on top of the harness's own share (5 % of service:
     # the dataset's batch and the stamps; 8 % of latency: the hand-off too).
+    # With a worker thread the query wakes two threads, the worker on its queue and then its
+    # sleep's end: each wake-up may be as late as the probe's (inline, LoadGen's thread sleeps).
     woke = probe.lateness_ms()
+    wake_ups = 1 if inline is None else 2
     assert 2.0 <= ours["service_ms"]["p50"] <= 2.0 * 1.05 + woke["p50"], (ours["service_ms"], woke)
-    assert 2.0 <= ours["latency_ms"]["p50"] <= 2.0 * 1.08 + woke["p50"], (ours["latency_ms"], woke)
+    assert 2.0 <= ours["latency_ms"]["p50"] <= 2.0 * 1.08 + wake_ups * woke["p50"], (ours["latency_ms"], woke)
     # LoadGen's latency is ours plus its own issue lateness (its thread waking late: the
     # machine's, reported) plus the hand-over (its stamp to our callback, our end to its
     # stamp: the harness's). A harness that held LoadGen's thread would show milliseconds.
     late, hand, measured = split_of(s)
     assert 0 <= hand["p50"] < 0.2, measured  # ms: the harness's own share, for the median query
     _agree_latency(s, "p50", 0.03, 0.0)
-    _agree_latency(s, "p90", 0.03, 0.25)
-    _agree_latency(s, "p99", 0.03, 0.5)
+    # At p90 and p99 the gap is LoadGen's lateness at the tail, the machine's: split_of above
+    # holds each percentile's gap between the least and the largest per-sample gap its trace
+    # measured (a constant 0.25/0.5 ms on top of the mean gap was a bound on the machine).
     _agree(s, "throughput", 0.02)
     assert lg["early_stopping_latency_ms"]["single_stream"] >= lg["latency_ms"]["p90"] * 0.99
 
