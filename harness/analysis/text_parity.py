@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.accuracy_run import read_accuracy_run
+from harness.analysis.accuracy_run import accuracy_run_label
 from harness.errors import ConfigError, DatasetError
 from harness.results import folder
 from harness.results.loadgen_log import read_accuracy_log
@@ -91,7 +91,7 @@ class TextParityResult:
 
 def read_side(run_dir: Path) -> SideAnswers:
     """A folder's answers; a folder that is not a finished generative accuracy run is one line."""
-    _, label = read_accuracy_run(run_dir, "text parity compares the answers of accuracy runs")
+    label = accuracy_run_label(run_dir, "text parity compares the answers of accuracy runs")
     if not (run_dir / folder.TOKENS).is_file():
         raise ConfigError(f"{run_dir} has no {folder.TOKENS}: not a generative backend's run (parity of tensor "
                           "backends runs both models itself: --backend-a/--backend-b)")

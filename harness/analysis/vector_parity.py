@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.accuracy_run import read_accuracy_run
+from harness.analysis.accuracy_run import accuracy_run_label
 from harness.errors import ConfigError, DatasetError
 from harness.results import folder
 from harness.results.loadgen_log import read_accuracy_log
@@ -54,7 +54,7 @@ def is_vector_run(run_dir: Path) -> bool:
 
 def read_vectors(run_dir: Path) -> tuple[dict[int, np.ndarray], dict[str, Any], str]:
     """(each answered sample's first vector, the dataset's description, the side's label)."""
-    _, label = read_accuracy_run(run_dir, "vector parity compares the vectors accuracy runs log")
+    label = accuracy_run_label(run_dir, "vector parity compares the vectors accuracy runs log")
     dataset = (folder.read_json(run_dir, folder.CHILD, required=True) or {}).get("dataset") or {}
     vectors: dict[int, np.ndarray] = {}
     for e in read_accuracy_log(run_dir) or []:
