@@ -232,10 +232,15 @@ def _compliance_rules(name: str, benchmark: str, scenario: str, modes: dict[str,
     return refused
 
 
+#: summary.json's `backend` keys that the run measured, not set: the server's own answer, and
+#: the HTTP client's retry counters (a resent request in one run is not another system)
+_MEASURED_BY_THE_RUN = ("server", "retries_total", "requests_retried", "resent_on_closed_connection")
+
+
 def _sut_identity(r: RunData) -> dict[str, Any]:
     """What must be the same in the performance and the accuracy run of one result: the
     engine, its settings, the model file and the dataset (MLPerf: the same SUT)."""
-    backend = {k: v for k, v in (r.summary.get("backend") or {}).items() if k not in ("server",)}
+    backend = {k: v for k, v in (r.summary.get("backend") or {}).items() if k not in _MEASURED_BY_THE_RUN}
     return {"backend": r.config.get("backend"), "backend settings": backend,
             "backend_options": r.config.get("backend_options") or {},
             "model sha256": (r.manifest.get("sha256") or {}).get("model"), "dataset": r.config.get("dataset")}
@@ -246,10 +251,14 @@ def _same_system_under_test(name: str, modes: dict[str, list[RunData]]) -> list[
     if len(perf) != 1 or len(acc) != 1:
         return []
     a, b = _sut_identity(perf[0]), _sut_identity(acc[0])
-    differ = [k for k in a if a[k] != b[k]]
+    differ = [(k, a[k], b[k]) for k in a if a[k] != b[k]]
     if not differ:
         return []
-    shown = "; ".join(f"{k} {_brief(a[k])} vs {_brief(b[k])}" for k in differ[:3])
+    # a dict of settings is shown by the keys that differ (a server's url, not its first 40 characters)
+    differ = [part for k, x, y in differ for part in (
+        [(f"{k} {sub}", x.get(sub), y.get(sub)) for sub in sorted(set(x) | set(y)) if x.get(sub) != y.get(sub)]
+        if isinstance(x, dict) and isinstance(y, dict) else [(k, x, y)])]
+    shown = "; ".join(f"{k} {_brief(x)} vs {_brief(y)}" for k, x, y in differ[:3])
     return [f"{name}: the performance run {perf[0].run_dir.name} and the accuracy run {acc[0].run_dir.name} "
             f"are not of the same system under test ({shown}): run both with one config"]
 

@@ -282,3 +282,16 @@ def test_cli_refuses_with_exit_1_and_lists_rules_one_per_line(runs, system_yaml,
     result_dirs, skipped = _runs_only([root / "README.md", root / "not-a-run", runs["perf"]])
     assert result_dirs == [runs["perf"]]
     assert skipped == ["README.md: not a folder", "not-a-run: not a results folder (no run.yaml)"]
+
+
+def test_runs_against_two_servers_name_the_setting_that_differs(runs, system_yaml, tmp_path):
+    """Settings that differ in one key (a server on another port) are named by that key, not
+    by the first 40 characters of the whole dict, which are the same in both."""
+    def offline(per_sample_ms: float, mode: str) -> Path:
+        return runner.run(RunConfig(backend="synthetic", scenario="Offline", dataset="digits", benchmark="resnet50",
+                                    mode=mode, min_duration_s=0.2, min_query_count=50,
+                                    backend_options={"input_shape": [1, 8, 8], "per_sample_ms": per_sample_ms}),
+                          tmp_path / "r").run_dir
+    rules = "\n".join(_refused([offline(0.0, "PerformanceOnly"), offline(0.001, "AccuracyOnly")],
+                               system_yaml, tmp_path / "out"))
+    assert "are not of the same system under test (backend settings per_sample_ms 0.0 vs 0.001" in rules, rules
