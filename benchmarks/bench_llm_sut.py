@@ -9,13 +9,14 @@ harness (`openai-completions`, 4 tokens, EOS ignored):
     the median and the spread (min-max) are printed;
   - Interactive at half the candidate's median Offline rate, --interactive-s seconds:
     TTFT p99 and TPOT p99 (the harness's, from dispatch) and LoadGen's verdict.
-The levers: llama-cpp-python's server with and without its RAM prompt cache, shorter prompts
+Beside them, ROUGE-1 of the Offline answers: a faster system that answers worse is not simply
+better. The levers: llama-cpp-python's server ("py") with and without its RAM prompt cache, shorter prompts
 (35 tokens, not 58), llama.cpp's C++ server (4 slots, continuous batching, each slot's
 prompt cache), SmolLM2's first --layers layers (tests/support/smollm2_layers.py), and with
 --vllm, vLLM CPU on the whole model (HARNESS_VLLM_PYTHON, HARNESS_VLLM_MODEL; not
 interleaved: started after the others, ~70 s to ready).
 
-    python benchmarks/bench_llm_sut.py [--samples 300] [--rounds 2] [--layers 2] [--vllm]
+    python benchmarks/bench_llm_sut.py [--samples 200] [--rounds 2] [--layers 2] [--vllm]
 
 The C++ server is built on first use (tests/support/llama_cpp_server_build.py, ~10 min).
 """
@@ -56,13 +57,16 @@ def newest_run(folder: Path) -> dict:
     return json.loads((runs[-1] / "summary.json").read_text())
 
 
-def offline(c: Candidate, url: str, server: Server, data: Path, out: Path, n: int) -> tuple[float, float]:
-    """(LoadGen's samples/s, prompt tokens a request) of one Offline pass over n samples."""
+def offline(c: Candidate, url: str, server: Server, data: Path, out: Path, n: int) -> tuple[float, float, float]:
+    """(LoadGen's samples/s, prompt tokens a request, ROUGE-1 of the answers) of one Offline
+    pass over n samples: how fast, and how well it answers (a faster system that answers
+    worse is not simply better)."""
     harness("run", *harness_args(server, url, data, out), "--scenario", "Offline", *c.extra,
             "--set", "offline_expected_qps=10", "--set", "min_duration_s=1", "--set", f"min_query_count={n}",
             quiet=True)
     s = newest_run(out)
-    return s["loadgen"]["throughput_per_s"], s["tokens"]["input_tokens"] / s["tokens"]["requests"]
+    return (s["loadgen"]["throughput_per_s"], s["tokens"]["input_tokens"] / s["tokens"]["requests"],
+            s["text_accuracy"]["rouge"]["rouge1"])
 
 
 def interactive(c: Candidate, url: str, server: Server, data: Path, out: Path, n: int, qps: float,
@@ -77,7 +81,7 @@ def interactive(c: Candidate, url: str, server: Server, data: Path, out: Path, n
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--samples", type=int, default=300, help="rows of the made-up set, answered each Offline pass")
+    p.add_argument("--samples", type=int, default=200, help="rows of the made-up set, answered each Offline pass")
     p.add_argument("--rounds", type=int, default=2, help="Offline passes per candidate, interleaved")
     p.add_argument("--layers", type=int, default=2, help="blocks kept of SmolLM2's 30 in the cut model")
     p.add_argument("--interactive-s", type=float, default=20.0, help="each Interactive run's min_duration_s")
@@ -92,7 +96,7 @@ def main() -> int:
         data = {short: tmp / f"cnn_eval{'-short' if short else ''}.json" for short in (False, True)}
         for short, path in data.items():
             write_dataset(path, a.samples, whole, short)
-        servers = {"py": Server("python", whole), "py-cache": Server("python", whole),
+        servers = {"py": Server("python", whole), "py-cache": Server("python", whole, prompt_cache=True),
                    "py-cut": Server("python", cut), "cpp": Server("cpp", whole), "cpp-cut": Server("cpp", cut)}
         urls = {}
         for key, server in servers.items():
@@ -100,10 +104,10 @@ def main() -> int:
             urls[key] = url
         cut_name = f"{a.layers} layers"
         candidates = [
-            Candidate("python server, 30 layers", "py", False),
-            Candidate("python server + prompt cache", "py-cache", False),
-            Candidate("python server, short prompts", "py", True),
-            Candidate(f"python server, {cut_name}", "py-cut", False),
+            Candidate("py server, 30 layers", "py", False),
+            Candidate("py server + prompt cache", "py-cache", False),
+            Candidate("py server, short prompts", "py", True),
+            Candidate(f"py server, {cut_name}", "py-cut", False),
             Candidate("C++ server, 30 layers", "cpp", False),
             Candidate("C++ server, short prompts", "cpp", True),
             Candidate(f"C++ server, {cut_name}", "cpp-cut", False),
@@ -111,12 +115,13 @@ def main() -> int:
         ]
         rates: dict[str, list[float]] = {c.label: [] for c in candidates}
         tokens: dict[str, float] = {}
+        rouge: dict[str, float] = {}
         for r in range(a.rounds):
             k = r % len(candidates)  # rotate who goes first
             for c in candidates[k:] + candidates[:k]:
-                rate, tok = offline(c, urls[c.server], servers[c.server], data[c.short], tmp / "runs", a.samples)
+                rate, tokens[c.label], rouge[c.label] = offline(c, urls[c.server], servers[c.server], data[c.short],
+                                                                tmp / "runs", a.samples)
                 rates[c.label].append(rate)
-                tokens[c.label] = tok
                 print(f"  round {r + 1}: {c.label}: {rate:.1f} samples/s", flush=True)
         checks = {}
         for c in candidates:
@@ -130,28 +135,27 @@ def main() -> int:
             with serving(vllm, tmp / "vllm.log", python=os.environ["HARNESS_VLLM_PYTHON"]) as url:
                 rates[c.label] = []
                 for _ in range(a.rounds):
-                    rate, tokens[c.label] = offline(c, url, vllm, data[False], tmp / "runs", a.samples)
+                    rate, tokens[c.label], rouge[c.label] = offline(c, url, vllm, data[False], tmp / "runs", a.samples)
                     rates[c.label].append(rate)
                 qps = statistics.median(rates[c.label]) / 2
                 checks[c.label] = interactive(c, url, vllm, data[False], tmp / "runs", a.samples, qps,
                                               a.interactive_s) | {"qps": qps}
             candidates.append(c)
-        print_table(candidates, rates, tokens, checks, a)
+        print_table(candidates, rates, tokens, rouge, checks, a)
     return 0
 
 
 def print_table(candidates: list[Candidate], rates: dict[str, list[float]], tokens: dict[str, float],
-                checks: dict[str, dict], a: argparse.Namespace) -> None:
-    print(f"\n{a.samples} samples a pass, {a.rounds} rounds; Interactive at half the median, "
-          f"{a.interactive_s:g} s; bounds TTFT p99 {TTFT_BOUND_MS:g} ms, TPOT p99 {TPOT_BOUND_MS:g} ms")
-    print(f"{'candidate':<32}{'tok':>4}{'samples/s (min-max)':>21}{'TTFT99':>8}{'TPOT99':>8}  verdict")
+                rouge: dict[str, float], checks: dict[str, dict], a: argparse.Namespace) -> None:
+    print(f"\n{a.samples} samples a pass, {a.rounds} rounds (median, min-max); tok: prompt tokens; R-1: ROUGE-1")
+    print(f"of the answers; Interactive at half the median for {a.interactive_s:g} s: TTFT/TPOT p99 (ms) and")
+    print(f"whether inside its bounds ({TTFT_BOUND_MS:g} / {TPOT_BOUND_MS:g} ms) and VALID")
+    print(f"{'candidate':<29}{'tok':>4}{'samples/s':>10}{'min-max':>12}{'R-1':>6}{'TTFT':>7}{'TPOT':>7}{'ok':>5}")
     for c in candidates:
         r, ch = rates[c.label], checks[c.label]
-        spread = f"{statistics.median(r):.1f} ({min(r):.1f}-{max(r):.1f})"
         inside = ch["ttft_p99"] < TTFT_BOUND_MS and ch["tpot_p99"] < TPOT_BOUND_MS and ch["valid"] == "VALID"
-        print(f"{c.label:<32}{tokens[c.label]:>4.0f}{spread:>21}{ch['ttft_p99']:>8.0f}{ch['tpot_p99']:>8.1f}  "
-              f"{'inside' if inside else 'outside'}")
-
+        print(f"{c.label:<29}{tokens[c.label]:>4.0f}{statistics.median(r):>10.1f}{f'{min(r):.1f}-{max(r):.1f}':>12}"
+              f"{rouge[c.label]:>6.1f}{ch['ttft_p99']:>7.0f}{ch['tpot_p99']:>7.1f}{'yes' if inside else 'no':>5}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,17 +20,23 @@ pads every performance run to a multiple of the 13,368 loaded samples):
   spare (one more would bump n by 13,368 and double the run), and 65 % of the capacity keeps
   TTFT and TPOT inside the bounds. Their accuracy runs issue the 13,368 on the same clock.
 - Offline issues max(1.1 · 600 s · offline_expected_qps, min_query_count) samples rounded up
-  to a multiple of 13,368, at the pilot's rate: between 600 s and twice that.
+  to a multiple of 13,368: the fewest whole passes that last 600 s even 25 % faster than the
+  pilot (a query that ends early is INVALID), and offline_expected_qps is set to ask for them.
 The plan and its expected total are printed before the first run. A pilot Interactive run
 at the chosen rate checks the bounds first, and steps the rate down if they are not met.
+A whole Offline query can run faster than the short pilot (seen: 123 samples/s against the
+pilot's 83): one that ends before 600 s is INVALID, and is run again sized from its own rate.
 
 Resumable: each step has its own folder (runs/<Scenario>-<mode>/); a step whose run `harness
 check` finds complete, untouched and valid is kept, anything else there is moved to
 runs/abandoned/ and the step runs again. The pilot's figures are kept in pilot.json, so a
 resumed proof follows the same plan. Run the same command again to go on.
 
-Measured on this machine (2 cores, AVX-512 Xeon), see docs/reproducibility.md: the whole
-proof, from an empty --out to the checker's verdict, in the time written there.
+Measured on this machine (2 cores, AVX-512 Xeon; docs/reproducibility.md has each step):
+from an empty --out to the checker's `Results=3` and `submission looks OK`, 54 min 11 s,
+of which 9 min 12 s an Offline query that ran faster than its pilot and ended before 600 s
+(run again sized from its own rate, by the resume); ~45 min without it. The C++ server is
+built on first use (4 min 39 s here) and cached in .cache/.
 
 --duration-s and --samples make a dry run, which the harness refuses (600 s rule, set size)
 unless --force, and marks NOT_FOR_SUBMISSION. --division closed adds TEST06 and shows what
@@ -46,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shlex
 import shutil
 import subprocess
@@ -64,9 +71,14 @@ from tests.support.smollm2_layers import NAME, first_layers  # noqa: E402
 SCENARIOS = ("Offline", "Server", "Interactive")
 FULL_SET = 13_368  # llama3.1-8b's cnn_eval.json (the checker's dataset size for the benchmark)
 OFFICIAL_S = 600.0
+OFFLINE_MARGIN = 1.25  # how much faster than the pilot an Offline run may go and still last 600 s
 HEADROOM = 0.65  # of the pilot's Offline rate, for Server and Interactive (the pilot checks the bounds)
 SPARE_SIGMAS = 5  # how far the k·13,368-th arrival stays past 600 s
-PILOT_SAMPLES = 1000
+#: the Offline pilot's query. The rate drifts on a shared machine: a 1,000-sample pilot ran a
+#: steady 83-88 samples/s for 12 s; the 66,840-sample query after it began at 95 and ran ~130
+#: in its second half (123 overall): OFFLINE_MARGIN and the resize cover that
+PILOT_OFFLINE_SAMPLES = 2000
+PILOT_INTERACTIVE_SAMPLES = 1000
 PILOT_INTERACTIVE_S = 30.0
 SYSTEM = {"system_type": "datacenter", "status": "available",
           "host_processors_per_node": 1, "host_storage_capacity": "64 GB", "host_storage_type": "SSD",
@@ -90,11 +102,13 @@ def server_rates(capacity: float, n_set: int, seconds: float) -> list[float]:
     return sorted(rates, reverse=True)
 
 
-def offline_plan(rate: float, n_set: int, seconds: float) -> tuple[int, float]:
-    """(samples LoadGen issues, seconds they take at `rate`) for offline_expected_qps = rate."""
-    wanted = int(1.1 * seconds * rate)
-    n = max(n_set, math.ceil(wanted / n_set) * n_set)
-    return n, n / rate
+def offline_plan(rate: float, n_set: int, seconds: float) -> tuple[float, int, float]:
+    """(offline_expected_qps, samples LoadGen issues, seconds they take at `rate`): the fewest
+    whole passes over the set that last `seconds` even at OFFLINE_MARGIN times the pilot's
+    rate (a query that ends early is INVALID), and the expected qps LoadGen sizes that from
+    (1.1 x seconds x qps samples, then padded up to a whole pass)."""
+    n = max(n_set, math.ceil(OFFLINE_MARGIN * seconds * rate / n_set) * n_set)
+    return n / (1.1 * seconds), n, n / rate
 
 
 def server_seconds(qps: float, n_set: int, seconds: float) -> float:
@@ -112,12 +126,18 @@ class Proof:
         self.out, self.common = out, common
         self.runs = out / "runs"
 
-    def done(self, step: str) -> Path | None:
+    def kept(self, step: str) -> Path | None:
+        """The step's run, if it has one run and that run is complete."""
         folder = self.runs / step
         made = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.exists() else []
-        if len(made) == 1 and self.complete(made[0]):
-            return made[0]
-        for p in made:  # an interrupted or broken try: kept aside, never reused
+        return made[0] if len(made) == 1 and self.complete(made[0]) else None
+
+    def done(self, step: str) -> Path | None:
+        if (kept := self.kept(step)) is not None:
+            return kept
+        folder = self.runs / step
+        for p in [p for p in folder.iterdir() if p.is_dir()] if folder.exists() else []:
+            # an interrupted or broken try: kept aside, never reused
             (self.runs / "abandoned").mkdir(parents=True, exist_ok=True)
             shutil.move(str(p), self.runs / "abandoned" / f"{step}-{p.name}")
         return None
@@ -142,23 +162,26 @@ class Proof:
 
 
 def pilot(out: Path, common: list[str], samples: int, seconds: float) -> dict:
-    """The Offline rate over PILOT_SAMPLES samples, and the Interactive rate whose short run
+    """The Offline rate over PILOT_OFFLINE_SAMPLES samples, and the Interactive rate whose short run
     keeps the bounds: kept in pilot.json, so a resumed proof follows the same plan."""
     kept = out / "pilot.json"
     if kept.exists():
         return json.loads(kept.read_text())
     folder = out / "pilot"
     shutil.rmtree(folder, ignore_errors=True)
-    n = min(PILOT_SAMPLES, samples)
-    # n samples loaded: the equal-issue padding then rounds a query up to a multiple of n, not of the set
-    small = ["--set", f"performance_sample_count={n}", "--set", f"min_query_count={n}"]
+    def small(n: int) -> list[str]:
+        # n samples loaded: the equal-issue padding then rounds a query up to a multiple of n, not of the set
+        n = min(n, samples)
+        return ["--set", f"performance_sample_count={n}", "--set", f"min_query_count={n}"]
+
     harness("run", *common, "--output-dir", str(folder / "offline"), "--scenario", "Offline",
-            "--set", "offline_expected_qps=10", "--set", "min_duration_s=1", *small)
+            "--set", "offline_expected_qps=10", "--set", "min_duration_s=1", *small(PILOT_OFFLINE_SAMPLES))
     s = _summary(folder / "offline")
     capacity = s["loadgen"]["throughput_per_s"]
     for qps in server_rates(capacity, samples, seconds):
         harness("run", *common, "--output-dir", str(folder / f"interactive-{qps:.2f}"), "--scenario", "Interactive",
-                "--set", f"target_qps={qps:.4f}", "--set", f"min_duration_s={PILOT_INTERACTIVE_S}", *small, ok=(0, 1))
+                "--set", f"target_qps={qps:.4f}", "--set", f"min_duration_s={PILOT_INTERACTIVE_S}",
+                *small(PILOT_INTERACTIVE_SAMPLES), ok=(0, 1))
         s = _summary(folder / f"interactive-{qps:.2f}")
         ttft, tpot = s["tokens"]["ttft_ms"]["p99"], s["tokens"]["tpot_ms"]["p99"]
         print(f"  pilot Interactive at {qps:.2f}/s: TTFT p99 {ttft:.0f} ms, TPOT p99 {tpot:.1f} ms, "
@@ -170,6 +193,33 @@ def pilot(out: Path, common: list[str], samples: int, seconds: float) -> dict:
     plan = {"offline_rate": capacity, "target_qps": qps, "interactive_pilot": {"ttft_p99_ms": ttft, "tpot_p99_ms": tpot}}
     kept.write_text(json.dumps(plan, indent=2) + "\n")
     return plan
+
+
+def ended_early(run: Path) -> float | None:
+    """LoadGen's samples/s of an Offline performance run whose query ran out before
+    min_duration (INVALID): a full-size query's own rate, truer than the short pilot's."""
+    s = json.loads((run / "summary.json").read_text())
+    if s["run"]["scenario"] != "Offline" or s["validity"].get("min_duration_met") is not False:
+        return None
+    return s["loadgen"]["throughput_per_s"]
+
+
+def full_size_rate(out: Path) -> float | None:
+    """The rate of the latest Offline performance query that ended early (kept aside in
+    runs/abandoned/ by a resume), which a resumed proof sizes Offline from."""
+    runs = list((out / "runs" / "Offline-performance").glob("*")) + \
+        list((out / "runs" / "abandoned").glob("Offline-performance-*"))
+    for run in sorted((p for p in runs if (p / "summary.json").exists()), key=_stamp, reverse=True):
+        rate = ended_early(run)
+        if rate is not None:
+            return rate
+    return None
+
+
+def _stamp(run: Path) -> str:
+    """A run folder's time stamp (YYYYMMDD-HHMMSS), whether in its step's folder or abandoned/."""
+    found = re.search(r"\d{8}-\d{6}", run.name)
+    return found.group() if found else ""
 
 
 def _summary(folder: Path) -> dict:
@@ -207,26 +257,42 @@ def main() -> None:
     with serving(server, a.out / "llama-server.log", binary, port=int(port_file.read_text())) as url:
         common = harness_args(server, url, data, a.out)[:-2]  # without --output-dir: each step has its own
         plan = pilot(a.out, common, a.samples, a.duration_s)
-        rate, qps = plan["offline_rate"], plan["target_qps"]
-        n_off, s_off = offline_plan(rate, a.samples, a.duration_s)
+        qps = plan["target_qps"]
+        rate = full_size_rate(a.out) or plan["offline_rate"]
+        offline_qps, n_off, s_off = offline_plan(rate, a.samples, a.duration_s)
         s_srv = server_seconds(qps, a.samples, a.duration_s)
-        expect = {"Offline": (s_off, a.samples / rate), "Server": (s_srv, a.samples / qps),
-                  "Interactive": (s_srv, a.samples / qps)}
+        proof = Proof(a.out, common)
+        # a step already kept costs nothing now
+        expect = {scenario: [0.0 if proof.kept(f"{scenario}-{mode}") else cost for mode, cost in costs] for
+                  scenario, costs in (("Offline", (("performance", s_off), ("accuracy", a.samples / rate))),
+                                      ("Server", (("performance", s_srv), ("accuracy", a.samples / qps))),
+                                      ("Interactive", (("performance", s_srv), ("accuracy", a.samples / qps))))}
         print(f"plan: Offline at {rate:.1f} samples/s ({n_off:,} samples), Server and Interactive at "
-              f"target_qps {qps:.2f}; expected (performance + accuracy):", flush=True)
+              f"target_qps {qps:.2f}; expected (performance + accuracy; 0: kept):", flush=True)
         for scenario, (perf, acc) in expect.items():
             print(f"  {scenario:<12} {perf / 60:5.1f} + {acc / 60:4.1f} min", flush=True)
         print(f"  total        {sum(p + q for p, q in expect.values()) / 60:5.1f} min, plus each run's start "
               f"(~10 s){' and TEST06' if a.division == 'closed' else ''}", flush=True)
-        proof = Proof(a.out, common)
         made = []
         for scenario in SCENARIOS:
-            load = [f"offline_expected_qps={rate:.4f}"] if scenario == "Offline" else [f"target_qps={qps:.4f}"]
+            load = [f"offline_expected_qps={offline_qps:.4f}"] if scenario == "Offline" else [f"target_qps={qps:.4f}"]
             timing = ["--set", load[0], "--set", f"min_duration_s={a.duration_s}"]
             if a.samples < FULL_SET:  # a dry run: mlperf.conf's Offline min_query_count is the whole set
                 timing += ["--set", f"min_query_count={a.samples}"]
-            # exit 1: INVALID, which `harness check` then refuses and the submission names
-            made.append(proof.step(f"{scenario}-performance", "run", "--scenario", scenario, *timing, ok=(0, 1)))
+            # LoadGen's INVALID exits 0, the harness's own (success rate) 1: `harness check` refuses
+            # both, so a resume runs the step again, and the submission names them
+            perf = proof.step(f"{scenario}-performance", "run", "--scenario", scenario, *timing, ok=(0, 1))
+            for _ in range(2):  # an Offline query that ran out before 600 s: sized again from its own rate
+                seen = ended_early(perf)
+                if scenario != "Offline" or seen is None:
+                    break
+                offline_qps, n_off, s_off = offline_plan(seen, a.samples, a.duration_s)
+                print(f"the Offline query ended before {a.duration_s:g} s at {seen:.1f} samples/s: "
+                      f"{n_off:,} samples now, ~{s_off / 60:.1f} min", flush=True)
+                load = [f"offline_expected_qps={offline_qps:.4f}"]
+                timing[1] = load[0]
+                perf = proof.step(f"{scenario}-performance", "run", "--scenario", scenario, *timing, ok=(0, 1))
+            made.append(perf)
             made.append(proof.step(f"{scenario}-accuracy", "run", "--scenario", scenario, "--mode", "AccuracyOnly",
                                    "--set", load[0]))
             if a.division == "closed":
@@ -264,7 +330,9 @@ def submit(a: argparse.Namespace, made: list[Path], model: Path) -> None:
     for line in (done.stdout + done.stderr).splitlines():
         if any(k in line for k in ("ERROR", "WARNING", "Results=", "SUMMARY", "looks OK")):
             print("  " + line, flush=True)
-        if ("ERROR]" in line or "accuracy not met" in line) and not any(k in line for k in NOT_COMPLAINTS):
+        # "accuracy not met" is a warning; in the closed division the check then fails on it
+        target = "accuracy not met" in line and a.division == "closed"
+        if ("ERROR]" in line or target) and not any(k in line for k in NOT_COMPLAINTS):
             complaints.append(line)
     print(f"  -> checker exit {done.returncode} in {time.monotonic() - start:.0f} s; its whole output: "
           f"{a.out / 'checker.log'}")
@@ -286,8 +354,6 @@ KINDS = (("Test duration less than", "under the official 600 s"),
 
 def _kind(line: str, checker: bool) -> tuple[str, str]:
     """(scenario, what) of one complaint; an accuracy target is told apart by its value."""
-    import re
-
     scenario = next((s for s in SCENARIOS if f"/{s}/" in line or f"/{s}:" in line), "?")
     for kind in KINDS:
         if kind[0 if checker else 1] in line:

@@ -68,6 +68,7 @@ class Server:
 
     kind: str
     model: Path
+    prompt_cache: bool = False  # llama-cpp-python's RAM prompt cache (--cache True)
 
     @property
     def tokenizer(self) -> Path:
@@ -77,7 +78,8 @@ class Server:
         if self.kind == "python":
             # interrupt_requests False: its default cancels an in-flight stream when another arrives
             return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--n_threads", "2",
-                    "--interrupt_requests", "False", "--host", "127.0.0.1", "--port", str(port)]
+                    "--interrupt_requests", "False", "--host", "127.0.0.1", "--port", str(port),
+                    *(["--cache", "True"] if self.prompt_cache else [])]
         if self.kind == "cpp":
             # --parallel slots share one batch (continuous batching is the server's default);
             # each request's cache_prompt (on by default) keeps the slot's KV of the shared
@@ -111,7 +113,9 @@ def harness_args(server: Server, url: str, data: Path, out: Path) -> list[str]:
     return ["--backend", "http", "--benchmark", "llama3_1-8b", "--dataset", f"mlperf:llama3.1-8b:{data}",
             "--set", "protocol=openai-completions", "--set", f"url={url}", "--set", f"tokenizer={server.tokenizer}",
             "--set", "temperature=0", "--set", f"max_tokens={MAX_TOKENS}", "--set", "ignore_eos=true",
-            "--output-dir", str(out)]
+            # an Offline query of 40,000 samples opened as many connections at once, and they
+            # failed to connect; the server's slots take SLOTS at a time, the rest wait in its queue
+            "--set", f"max_in_flight={4 * SLOTS}", "--output-dir", str(out)]
 
 
 def harness(*args: str, ok: tuple[int, ...] = (0,), quiet: bool = False) -> int:
