@@ -295,3 +295,21 @@ def test_runs_against_two_servers_name_the_setting_that_differs(runs, system_yam
     rules = "\n".join(_refused([offline(0.0, "PerformanceOnly"), offline(0.001, "AccuracyOnly")],
                                system_yaml, tmp_path / "out"))
     assert "are not of the same system under test (backend settings per_sample_ms 0.0 vs 0.001" in rules, rules
+
+
+def test_a_count_the_run_measured_is_not_a_setting(runs):
+    """A resumed LLM proof was refused as two systems under test: the HTTP client had resent
+    2 requests on a closed connection in one run and none in the other. Counts the run
+    measured are left out of the same-SUT rule; a setting that differs still is one."""
+    from harness.analysis.run_data import load_run
+    from harness.analysis.submission import _same_system_under_test
+
+    perf, acc = load_run(runs["perf"]), load_run(runs["acc"])
+    modes = {"PerformanceOnly": [perf], "AccuracyOnly": [acc]}
+    assert _same_system_under_test("resnet50/Offline", modes) == []
+    for run, count in ((perf, 0), (acc, 2)):
+        run.summary["backend"].update(resent_on_closed_connection=count, retries_total=count, requests_retried=count)
+    assert _same_system_under_test("resnet50/Offline", modes) == []
+    acc.summary["backend"]["url"] = "http://127.0.0.1:2/v1"
+    rules = _same_system_under_test("resnet50/Offline", modes)
+    assert len(rules) == 1 and "(backend settings url null vs http://127.0.0.1:2/v1)" in rules[0], rules
