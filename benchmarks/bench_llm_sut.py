@@ -35,9 +35,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llm_sut import Server, default_model, harness, harness_args, serving, write_dataset  # noqa: E402
+from llm_sut import Server, harness, harness_args, serving, write_dataset  # noqa: E402
 
 from tests.support.llama_cpp_server_build import llama_server  # noqa: E402
+from tests.support.smollm2_hf import gguf_path  # noqa: E402
 from tests.support.smollm2_layers import first_layers  # noqa: E402
 
 #: Interactive's bounds for llama3.1-8b (mlperf.conf; harness/data/benchmarks.py holds them)
@@ -90,7 +91,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-llm-sut-") as tmp_name, ExitStack() as stack:
         tmp = Path(tmp_name)
-        whole = default_model()
+        whole = gguf_path()
         cut = first_layers(a.layers, tmp / f"smollm2-{a.layers}-layers.gguf")
         binary = llama_server()
         data = {short: tmp / f"cnn_eval{'-short' if short else ''}.json" for short in (False, True)}
@@ -127,7 +128,7 @@ def main() -> int:
         for c in candidates:
             qps = statistics.median(rates[c.label]) / 2
             checks[c.label] = interactive(c, urls[c.server], servers[c.server], data[c.short], tmp / "runs",
-                                          a.samples, qps, a.interactive_s) | {"qps": qps}
+                                          a.samples, qps, a.interactive_s)
         stack.close()
         if a.vllm:
             c = Candidate("vLLM CPU, 30 layers", "vllm", False)
@@ -139,7 +140,7 @@ def main() -> int:
                     rates[c.label].append(rate)
                 qps = statistics.median(rates[c.label]) / 2
                 checks[c.label] = interactive(c, url, vllm, data[False], tmp / "runs", a.samples, qps,
-                                              a.interactive_s) | {"qps": qps}
+                                              a.interactive_s)
             candidates.append(c)
         print_table(candidates, rates, tokens, rouge, checks, a)
     return 0

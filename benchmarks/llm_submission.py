@@ -62,10 +62,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llm_sut import Server, default_model, harness, harness_args, serving, write_dataset  # noqa: E402
+from llm_sut import Server, harness, harness_args, serving, write_dataset  # noqa: E402
 
 from tests.support.llama_cpp_server_build import llama_server  # noqa: E402
 from tests.support.server_process import free_port  # noqa: E402
+from tests.support.smollm2_hf import gguf_path  # noqa: E402
 from tests.support.smollm2_layers import NAME, first_layers  # noqa: E402
 
 SCENARIOS = ("Offline", "Server", "Interactive")
@@ -86,14 +87,19 @@ SYSTEM = {"system_type": "datacenter", "status": "available",
           "host_networking_topology": "N/A", "cooling": "air", "submitter": "loadgen-harness"}
 
 
+def _kth_rate(n: int, seconds: float) -> float:
+    """The target_qps at which the n-th Poisson arrival is expected SPARE_SIGMAS standard
+    deviations past `seconds`: LoadGen then stops generating at n, padding nothing more."""
+    return (n - SPARE_SIGMAS * math.sqrt(n)) / seconds
+
+
 def server_rates(capacity: float, n_set: int, seconds: float) -> list[float]:
     """target_qps candidates, best first: the largest k-th rate under HEADROOM · capacity, then
     lower ones (what the pilot steps down to), ending with a rate that pads nothing."""
     ceiling = HEADROOM * capacity
     rates = []
     for k in range(1, 1000):
-        n = k * n_set
-        q = (n - SPARE_SIGMAS * math.sqrt(n)) / seconds
+        q = _kth_rate(k * n_set, seconds)
         if q > ceiling:
             break
         rates.append(q)
@@ -114,7 +120,7 @@ def offline_plan(rate: float, n_set: int, seconds: float) -> tuple[float, int, f
 def server_seconds(qps: float, n_set: int, seconds: float) -> float:
     """How long a Server performance run at `qps` lasts: its query count k·n_set over qps."""
     k = 1
-    while (k * n_set - SPARE_SIGMAS * math.sqrt(k * n_set)) / qps < seconds:
+    while _kth_rate(k * n_set, seconds) < qps:  # the k-th pass is generated past `seconds`
         k += 1
     return k * n_set / qps
 
@@ -123,14 +129,17 @@ class Proof:
     """The steps of one proof folder; each kept once `harness check` passes it."""
 
     def __init__(self, out: Path, common: list[str]) -> None:
-        self.out, self.common = out, common
+        self.common = common
         self.runs = out / "runs"
+        self.checked: dict[Path, bool] = {}  # `harness check` takes seconds a run: once each
 
     def kept(self, step: str) -> Path | None:
         """The step's run, if it has one run and that run is complete."""
         folder = self.runs / step
         made = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.exists() else []
-        return made[0] if len(made) == 1 and self.complete(made[0]) else None
+        if len(made) == 1 and made[0] not in self.checked:
+            self.checked[made[0]] = self.complete(made[0])
+        return made[0] if len(made) == 1 and self.checked[made[0]] else None
 
     def done(self, step: str) -> Path | None:
         if (kept := self.kept(step)) is not None:
@@ -169,6 +178,7 @@ def pilot(out: Path, common: list[str], samples: int, seconds: float) -> dict:
         return json.loads(kept.read_text())
     folder = out / "pilot"
     shutil.rmtree(folder, ignore_errors=True)
+
     def small(n: int) -> list[str]:
         # n samples loaded: the equal-issue padding then rounds a query up to a multiple of n, not of the set
         n = min(n, samples)
@@ -240,13 +250,13 @@ def main() -> None:
     start = time.monotonic()
 
     a.out.mkdir(parents=True, exist_ok=True)
-    model = default_model() if a.layers == 30 else a.out / f"smollm2-135m-{a.layers}-layers.gguf"
+    model = gguf_path() if a.layers == 30 else a.out / f"smollm2-135m-{a.layers}-layers.gguf"
     if not model.exists():
         first_layers(a.layers, model)
     binary = llama_server()
     data = a.out / "cnn_eval.json"
     if not data.exists():
-        write_dataset(data.with_suffix(".tmp"), a.samples, default_model())
+        write_dataset(data.with_suffix(".tmp"), a.samples, gguf_path())
         data.with_suffix(".tmp").rename(data)
     server = Server("cpp", model)
     # one port for the whole proof, kept for a resume: the URL is part of the runs' settings,
@@ -262,21 +272,22 @@ def main() -> None:
         offline_qps, n_off, s_off = offline_plan(rate, a.samples, a.duration_s)
         s_srv = server_seconds(qps, a.samples, a.duration_s)
         proof = Proof(a.out, common)
+        costs = {"Offline": (s_off, a.samples / rate), "Server": (s_srv, a.samples / qps),
+                 "Interactive": (s_srv, a.samples / qps)}
         # a step already kept costs nothing now
-        expect = {scenario: [0.0 if proof.kept(f"{scenario}-{mode}") else cost for mode, cost in costs] for
-                  scenario, costs in (("Offline", (("performance", s_off), ("accuracy", a.samples / rate))),
-                                      ("Server", (("performance", s_srv), ("accuracy", a.samples / qps))),
-                                      ("Interactive", (("performance", s_srv), ("accuracy", a.samples / qps))))}
-        print(f"plan: Offline at {rate:.1f} samples/s ({n_off:,} samples), Server and Interactive at "
-              f"target_qps {qps:.2f}; expected (performance + accuracy; 0: kept):", flush=True)
+        expect = {scenario: [0.0 if proof.kept(f"{scenario}-{mode}") else cost
+                             for mode, cost in zip(("performance", "accuracy"), pair)]
+                  for scenario, pair in costs.items()}
+        print(f"plan: Offline at {rate:.1f} samples/s ({n_off:,} samples), Server and Interactive\n"
+              f"at target_qps {qps:.2f}; expected (performance + accuracy; 0: kept):", flush=True)
         for scenario, (perf, acc) in expect.items():
             print(f"  {scenario:<12} {perf / 60:5.1f} + {acc / 60:4.1f} min", flush=True)
         print(f"  total        {sum(p + q for p, q in expect.values()) / 60:5.1f} min, plus each run's start "
               f"(~10 s){' and TEST06' if a.division == 'closed' else ''}", flush=True)
         made = []
         for scenario in SCENARIOS:
-            load = [f"offline_expected_qps={offline_qps:.4f}"] if scenario == "Offline" else [f"target_qps={qps:.4f}"]
-            timing = ["--set", load[0], "--set", f"min_duration_s={a.duration_s}"]
+            load = f"offline_expected_qps={offline_qps:.4f}" if scenario == "Offline" else f"target_qps={qps:.4f}"
+            timing = ["--set", load, "--set", f"min_duration_s={a.duration_s}"]
             if a.samples < FULL_SET:  # a dry run: mlperf.conf's Offline min_query_count is the whole set
                 timing += ["--set", f"min_query_count={a.samples}"]
             # LoadGen's INVALID exits 0, the harness's own (success rate) 1: `harness check` refuses
@@ -287,17 +298,17 @@ def main() -> None:
                 if scenario != "Offline" or seen is None:
                     break
                 offline_qps, n_off, s_off = offline_plan(seen, a.samples, a.duration_s)
-                print(f"the Offline query ended before {a.duration_s:g} s at {seen:.1f} samples/s: "
-                      f"{n_off:,} samples now, ~{s_off / 60:.1f} min", flush=True)
-                load = [f"offline_expected_qps={offline_qps:.4f}"]
-                timing[1] = load[0]
+                print(f"the Offline query ended before {a.duration_s:g} s at {seen:.1f} samples/s:\n"
+                      f"  {n_off:,} samples now, ~{s_off / 60:.1f} min", flush=True)
+                load = f"offline_expected_qps={offline_qps:.4f}"
+                timing[1] = load
                 perf = proof.step(f"{scenario}-performance", "run", "--scenario", scenario, *timing, ok=(0, 1))
             made.append(perf)
             made.append(proof.step(f"{scenario}-accuracy", "run", "--scenario", scenario, "--mode", "AccuracyOnly",
-                                   "--set", load[0]))
+                                   "--set", load))
             if a.division == "closed":
                 made.append(proof.step(f"{scenario}-TEST06", "audit", "TEST06", "--scenario", scenario,
-                                       "--set", load[0], ok=(0, 1)))
+                                       "--set", load, ok=(0, 1)))
     submit(a, made, model)
     print(f"whole proof: {(time.monotonic() - start) / 60:.1f} min", flush=True)
 
@@ -372,7 +383,7 @@ def pair_complaints(broken: list[str], complaints: list[str]) -> None:
     if not ours and not theirs:
         return
     print(f"the harness's broken rules: {len(broken)}; the checker's complaints: {len(complaints)}")
-    for (scenario, kind), n in sorted((ours | theirs).items()):
+    for scenario, kind in sorted(ours | theirs):
         print(f"  {'paired' if ours[scenario, kind] == theirs[scenario, kind] else 'UNPAIRED'}  {scenario:<11} "
               f"{kind[:46]}: harness {ours[scenario, kind]}, checker {theirs[scenario, kind]}")
     print("one to one" if ours == theirs else "NOT one to one: see the UNPAIRED lines", flush=True)

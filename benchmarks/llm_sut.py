@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.cnn_small import PROMPT  # noqa: E402  SmolLM2's chat template, written out
 from tests.support.server_process import free_port, server_process  # noqa: E402
-from tests.support.smollm2_hf import gguf_path  # noqa: E402
 
 SUBJECTS = ["council", "storm", "team", "museum", "river", "market", "school", "bridge", "festival", "harbour"]
 EVENTS = ["approved a new budget", "closed for the winter", "won its third title", "reopened after repairs",
@@ -128,7 +127,3 @@ def harness(*args: str, ok: tuple[int, ...] = (0,), quiet: bool = False) -> int:
     if rc not in ok:
         raise SystemExit(f"`harness {args[0]}` exited {rc}")
     return rc
-
-
-def default_model() -> Path:
-    return gguf_path()

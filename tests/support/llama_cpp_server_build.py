@@ -54,7 +54,10 @@ def llama_server(cache: Path = ROOT / ".cache", log=sys.stderr) -> Path:
     work = home.with_name(home.name + ".tmp")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    run = lambda *cmd, **kw: subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, **kw)  # noqa: E731
+
+    def run(*cmd: str) -> None:
+        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT)
+
     run(sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(work),
         f"llama-cpp-python=={VERSION}")
     with tarfile.open(next(work.glob("llama_cpp_python-*.tar.gz"))) as sdist:
