@@ -331,7 +331,8 @@ class RunConfig(BaseModel):
     offline_expected_qps: float | None = Field(
         None, gt=0, le=MAX_QPS,
         description="Offline: sizes the query (1.1 x this x min_duration samples); unset, a pilot run measures the "
-        "rate first and the run uses 1.5 x it (manifest.json `sizing`)",
+        "rate first and the run uses 1.5 x it (manifest.json `sizing`; a run that still ran out is sized again from "
+        "its own rate, once)",
     )
     single_stream_expected_latency_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_MS)
     single_stream_target_latency_percentile: float | None = Field(None, gt=0, lt=1)

@@ -47,7 +47,7 @@ from harness.results import folder, metrics
 from harness.results.explain import FIX_MARGIN
 from harness.results.loadgen_log import loadgen_scenario, read_accuracy_log
 from harness.run import runner
-from harness.run.sizing import size_offline
+from harness.run.sizing import ran_out_only, size_offline
 
 TESTS = ("TEST01", "TEST04", "TEST06")
 # compliance/TEST04/verify_performance.py: 10 %, and 20 % where the score is a rate made of
@@ -214,7 +214,7 @@ def _test04(config: RunConfig, audit_dir: Path, rounds: int = TEST04_ROUNDS) -> 
     refusal = _cannot_judge(ref.summary, aud.summary)
     speedup = _speedup(ref.summary, aud.summary)
     accelerating = _accelerating(rates, limit)
-    if refusal and speedup is not None and speedup > limit and accelerating and _short_only(ref.summary):
+    if refusal and speedup is not None and speedup > limit and accelerating and ran_out_only(ref.summary):
         # A caching SUT defeats the resize: every larger reference repeats more samples, runs
         # faster and ends early again (1,400 -> 6,310 -> 19,900 samples/s, seen). Its rate rising
         # with its query size is itself what TEST04 looks for, and the audit run, one sample
@@ -290,13 +290,6 @@ def _accelerating(rates: list[float | None], limit: float) -> bool:
     if len(rates) < 2 or any(not r for r in rates):
         return False
     return all(b / a - 1 > limit for a, b in zip(rates, rates[1:]))
-
-
-def _short_only(reference: dict[str, Any]) -> bool:
-    """The reference finished and is INVALID only for ending before min_duration."""
-    v = reference["validity"]
-    return (reference["status"] == "complete" and v.get("min_duration_met") is False
-            and all(v.get(k) is not False for k in ("min_queries_met", "perf_constraints_met", "early_stopping_met")))
 
 
 def _cannot_judge(reference: dict[str, Any], audit: dict[str, Any]) -> str | None:

@@ -37,7 +37,7 @@ from harness.errors import BY_NAME, ConfigError, HarnessError, OutputError, RunE
 from harness.results import folder
 from harness.results.records import recover as recover_records
 from harness.results.summary import write_summary
-from harness.run.sizing import size_offline
+from harness.run.sizing import resize, size_offline
 from harness.run.sysinfo import describe_system
 from harness.run.telemetry import Sampler, check_endpoints
 
@@ -143,6 +143,19 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None,
     config = resolve(config)
     # a pilot is a run; one that cannot start keeps its attempt where this run's would be
     config, sizing = size_offline(config, registry.get(config.backend).kind, partial(run, failed_root=output_root))
+    outcome = _run_once(config, sizing, output_root, audit_config, expect_cluster, failed_root)
+    again = resize(config, sizing, outcome.summary) if outcome.stopped_by is None else None
+    if again is None:
+        return outcome
+    # The hint was the harness's and too small: the try was a pilot after all, and goes as
+    # pilots go; the manifest of the run that follows keeps its figures (sizing.first_try).
+    shutil.rmtree(outcome.run_dir, ignore_errors=True)
+    return _run_once(*again, output_root, audit_config, expect_cluster, failed_root)
+
+
+def _run_once(config: RunConfig, sizing: dict[str, Any] | None, output_root: Path, audit_config: str | None,
+              expect_cluster: dict[str, Any] | None, failed_root: Path | None) -> RunOutcome:
+    """The test of a resolved, sized config in a new folder (`run`'s arguments)."""
     # Before the folder: an endpoint that does not answer costs the user no run.
     telemetry_notes = check_endpoints(config.telemetry) if config.telemetry.enabled else []
     for note in telemetry_notes:

@@ -12,6 +12,12 @@ query then lasts 1.1 x 1.5 = 1.65 x min_duration, so it stays long enough when t
 run is up to 1.65 x faster than the pilot. The value used is the run's
 `offline_expected_qps` in run.yaml (so `harness run -c run.yaml` repeats it with no pilot),
 and the manifest's `sizing` says how it was found.
+
+A pilot is short, and on a shared machine a burst can slow it more than the margin covers
+(a timed run at 604,971 samples/s ran out of a query sized from its pilot, seen in CI). A
+timed run that then ends before min_duration, and for nothing else, is itself the better
+pilot: `resize` sizes the config again from its figure, as the INVALID run's fix line says,
+and the runner runs it once more.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 
 from harness.config.run_config import RunConfig
 from harness.errors import HarnessError, RunError
+from harness.results.explain import FIX_MARGIN
 
 MARGIN = 1.5
 #: samples of the first Offline pilot: enough to pass start-up
@@ -135,3 +142,41 @@ def size_offline(config: RunConfig, kind: str, run: RunFn) -> tuple[RunConfig, d
               "pilot_samples": samples, "pilot_s": took, "margin": MARGIN,
               "why": f"no {key} given: sized from a pilot run"}
     return config.model_copy(update={key: hint}), sizing
+
+
+def ran_out_only(summary: dict[str, Any]) -> bool:
+    """The run finished and is INVALID only for ending before min_duration: its hint asked
+    LoadGen for too short a test, and a larger one is the whole fix."""
+    v = summary["validity"]
+    return (summary["status"] == "complete" and v.get("min_duration_met") is False
+            and all(v.get(k) is not False for k in ("min_queries_met", "perf_constraints_met", "early_stopping_met"))
+            and (v.get("harness") or {}).get("success_rate_ok") is not False)
+
+
+def resize(config: RunConfig, sizing: dict[str, Any] | None,
+           summary: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]] | None:
+    """The config sized again from a timed run that ran out (its rate x FIX_MARGIN, its p50 /
+    FIX_MARGIN: the fix its summary states), and the sizing that says so; None when the hint
+    was not the harness's to change (`sizing` None: the user's, or a conf file's), the run
+    was already a second try, or it did not run out."""
+    if sizing is None or "first_try" in sizing or not ran_out_only(summary):
+        return None
+    key = HINTS[config.scenario]
+    old = getattr(config, key)
+    ours = summary["harness"]
+    if config.scenario == "Offline":
+        measured = ours.get("throughput_per_s") or 0.0
+        hint = _round_up(measured * FIX_MARGIN) if measured > 0 else None
+        larger = hint is not None and hint > old
+    else:
+        measured = (ours.get("latency_ms") or {}).get("p50") or 0.0
+        hint = _round_sig_down(measured / FIX_MARGIN) if measured > 0 else None
+        larger = hint is not None and hint < old  # a lower expected latency: more queries
+    if not larger:
+        return None
+    first_try = {key: old, "measured": measured, "pilot_measured": sizing.get("measured")}
+    return config.model_copy(update={key: hint}), {
+        **sizing, key: hint, "measured": measured, "measured_by": "first timed try", "margin": FIX_MARGIN,
+        "first_try": first_try,
+        "why": f"no {key} given: sized from a pilot run; the timed run ran out before min_duration, so sized "
+               "again from its own figure"}

@@ -66,3 +66,56 @@ def test_a_singlestream_run_with_no_expected_latency_is_sized_and_valid(tmp_path
     assert sizing["single_stream_expected_latency_ms"] <= sizing["measured"] / MARGIN
     assert yaml.safe_load((outcome.run_dir / "run.yaml").read_text())["single_stream_expected_latency_ms"] == \
         sizing["single_stream_expected_latency_ms"]
+
+
+def test_a_timed_run_that_outruns_its_pilot_is_sized_again_from_its_own_rate(tmp_path: Path, monkeypatch):
+    """A burst that slows the pilot more than MARGIN covers (a timed run at 604,971 samples/s
+    ran out of a query sized from its pilot, in CI) is injected as a margin of 0.25: the
+    first timed query then lasts 1.1 x 0.25 of min_duration at the pilot's rate, and runs
+    out. That try is the better pilot: the run is sized again from its rate, once, and the
+    user gets the VALID run and one folder."""
+    import re
+
+    from rich.console import Console
+
+    from harness.report.terminal import render
+    from harness.results.explain import FIX_MARGIN
+
+    monkeypatch.setattr("harness.run.sizing.MARGIN", 0.25)
+    outcome = runner.run(RunConfig(**FAST, min_duration_s=1.0), tmp_path)
+    s = outcome.summary
+    assert s["validity"]["result"] == "VALID", s["validity"]
+    sizing = json.loads((outcome.run_dir / "manifest.json").read_text())["sizing"]
+    first = sizing["first_try"]
+    assert first["offline_expected_qps"] < first["pilot_measured"] * 0.25 * 1.1  # the short hint, from the pilot
+    assert first["measured"] > 0  # the rate of the try that ran out
+    hint = yaml.safe_load((outcome.run_dir / "run.yaml").read_text())["offline_expected_qps"]
+    assert hint == sizing["offline_expected_qps"] >= first["measured"] * FIX_MARGIN
+    assert sizing["measured"] == first["measured"] and sizing["margin"] == FIX_MARGIN
+    assert s["loadgen"]["effective_settings"]["target_qps"] == hint and s["harness"]["duration_s"] >= 1.0
+    assert [p.name for p in tmp_path.iterdir()] == [outcome.run_dir.name]  # the try went as pilots go
+    console = Console(width=80, record=True, color_system=None)
+    render(s, console, str(outcome.run_dir))
+    text = console.export_text()
+    assert re.search(rf"offline_expected_qps {hint:,g} = try [\d,]+/s x 1\.5 \(none given\)", text), text
+    assert f"(a first try at {first['offline_expected_qps']:,g}, from a pilot, ran out before min_duration)" in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+
+
+@pytest.mark.parallel
+def test_a_run_that_ran_out_on_the_users_own_hint_is_not_sized_again(tmp_path: Path):
+    """The user's offline_expected_qps is theirs to change: the INVALID run stays, its fix says how."""
+    from harness.run.sizing import ran_out_only, resize
+
+    short = runner.run(RunConfig(**FAST, min_duration_s=0.5, offline_expected_qps=2000), tmp_path)
+    assert short.summary["validity"]["result"] == "INVALID" and ran_out_only(short.summary)
+    assert "sizing" not in json.loads((short.run_dir / "manifest.json").read_text())
+    assert len(list(tmp_path.iterdir())) == 1
+    config = RunConfig(**FAST, min_duration_s=0.5, offline_expected_qps=2000)
+    assert resize(config, None, short.summary) is None  # no sizing: the hint was the user's
+    # had the harness chosen it, the try's own rate sizes it again, and only once
+    again, sizing = resize(config, {"offline_expected_qps": 2000, "measured": 1500, "margin": MARGIN}, short.summary)
+    assert again.offline_expected_qps == sizing["offline_expected_qps"] > 2000
+    assert sizing["first_try"] == {"offline_expected_qps": 2000, "measured": short.summary["harness"]["throughput_per_s"],
+                                   "pilot_measured": 1500}
+    assert resize(again, sizing, short.summary) is None
