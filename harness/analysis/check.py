@@ -294,7 +294,8 @@ def _check_rerunnable(result: CheckResult, run_dir: Path, summary: dict[str, Any
     if backend_cls.kind != "tensor" and described.get("kind") != "jsonl":
         # Synthetic and ShareGPT prompts are counted in the tokenizer of the model under
         # test: rebuilding them needs that model, which a check does not load.
-        result.add("note", "dataset", f"a {backend_cls.kind} backend's generated prompt set is not rebuilt; sha256 not verified")
+        result.add("note", "dataset", f"the {config.backend} backend's generated prompt set is not rebuilt (it needs the "
+                   "model's tokenizer); sha256 not verified")
         return
     try:
         if backend_cls.kind != "tensor":

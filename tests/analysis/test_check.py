@@ -160,6 +160,26 @@ def test_prompt_file_is_reread_and_hashed(tmp_path: Path):
 
 
 @pytest.mark.parallel
+def test_a_generated_prompt_set_is_named_as_not_rebuilt(tmp_path: Path):
+    """Synthetic prompts are counted in the tokenizer of the model under test, which a check
+    does not load: the note says so, naming the backend, and the run stays VALID."""
+    from tests.support.http_servers import ServerThread, Timing, openai_app
+
+    with ServerThread(openai_app(Timing(tokens=4))) as srv:
+        run = runner.run(
+            RunConfig(backend="http", scenario="Offline", dataset="synthetic:isl=8,osl=4,n=8", min_duration_s=0,
+                      min_query_count=8, backend_options={"protocol": "openai-completions", "url": srv.url + "/v1"}),
+            tmp_path,
+        ).run_dir
+    result = check_run(run)
+    (finding,) = [f for f in result.findings if f.what == "dataset"]
+    assert (finding.kind, finding.detail) == (
+        "note", "the http backend's generated prompt set is not rebuilt (it needs the model's tokenizer); "
+        "sha256 not verified"), finding
+    assert result.exit_code == EXIT_VALID
+
+
+@pytest.mark.parallel
 @pytest.mark.parametrize("scenario", ["Offline", "MultiStream", "SingleStream"])
 def test_an_accuracy_run_over_several_loadable_sets_is_complete(scenario: str, tmp_path: Path):
     """A dataset larger than the performance sample count is issued in several loadable
