@@ -139,7 +139,8 @@ def run(config: RunConfig, output_root: Path, audit_config: str | None = None,
     `expect_cluster`: a rerun's original cluster shape (harness.results.cluster); the child
     refuses, before the test, a cluster that is not equivalent. `failed_root`: where an
     attempt that never started is set aside (default `output_root`), for a pilot run in a
-    temporary folder whose failure is the run's."""
+    temporary folder whose failure is the run's. A run the harness sized that still ran
+    out before min_duration is run once more, sized from its own figure (sizing.resize)."""
     config = resolve(config)
     # a pilot is a run; one that cannot start keeps its attempt where this run's would be
     config, sizing = size_offline(config, registry.get(config.backend).kind, partial(run, failed_root=output_root))

@@ -119,3 +119,21 @@ def test_a_run_that_ran_out_on_the_users_own_hint_is_not_sized_again(tmp_path: P
     assert sizing["first_try"] == {"offline_expected_qps": 2000, "measured": short.summary["harness"]["throughput_per_s"],
                                    "pilot_measured": 1500}
     assert resize(again, sizing, short.summary) is None
+
+
+def test_a_singlestream_run_whose_pilot_hint_ran_out_is_sized_again_from_its_p50(tmp_path: Path, monkeypatch):
+    """The same burst for SingleStream: a margin of 0.25 makes the expected latency 4 x the
+    pilot's p50 of a 2 ms query, so LoadGen pre-generates a quarter of the queries
+    min_duration needs. The try's own p50 / 1.5 sizes it again."""
+    from harness.results.explain import FIX_MARGIN
+
+    monkeypatch.setattr("harness.run.sizing.MARGIN", 0.25)
+    outcome = runner.run(RunConfig(backend="synthetic", scenario="SingleStream", min_duration_s=1.0,
+                                   backend_options={"service_time_ms": 2.0}), tmp_path)
+    assert outcome.summary["validity"]["result"] == "VALID", outcome.summary["validity"]
+    sizing = json.loads((outcome.run_dir / "manifest.json").read_text())["sizing"]
+    first = sizing["first_try"]
+    assert first["single_stream_expected_latency_ms"] >= first["pilot_measured"] / 0.25 * 0.9  # 4 x, two figures
+    assert 2.0 <= first["measured"] == sizing["measured"]  # the try's own p50, no faster than its 2 ms
+    assert sizing["single_stream_expected_latency_ms"] <= first["measured"] / FIX_MARGIN
+    assert [p.name for p in tmp_path.iterdir()] == [outcome.run_dir.name]
