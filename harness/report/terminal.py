@@ -65,11 +65,12 @@ def render(summary: dict[str, Any], console: Console, run_dir: str | None = None
     key = next((k for k in sizing or {} if k.endswith(("_qps", "_latency_ms"))), None)
     if isinstance(sizing, dict) and key and isinstance(sizing.get("measured"), (int, float)):
         measured = (f"{sizing['measured']:,.0f}/s x" if key.endswith("_qps") else f"p50 {sizing['measured']:.3g} ms /")
-        by = "try" if sizing.get("first_try") else "pilot"  # a timed try that ran out sized it again
+        first = sizing.get("first_try")  # a timed try that ran out, and sized the run again
+        by = "try" if isinstance(first, dict) else "pilot"
         console.print(f"  {key} {sizing[key]:,g} = {by} {measured} {sizing['margin']:g} (none given)", highlight=False)
-        if isinstance(sizing.get("first_try"), dict) and isinstance(sizing["first_try"].get(key), (int, float)):
-            console.print(f"  (a first try at {sizing['first_try'][key]:,g}, from a pilot, ran out before "
-                          "min_duration)", highlight=False)
+        if isinstance(first, dict) and isinstance(first.get(key), (int, float)):
+            console.print(f"  (a first try at {first[key]:,g}, from a pilot, ran out before min_duration)",
+                          highlight=False)
     for reason in val["reasons"]:
         console.print(f"  [red]why:[/] {reason}")
     for fix in val["fixes"]:

@@ -176,7 +176,7 @@ def resize(config: RunConfig, sizing: dict[str, Any] | None,
         return None
     first_try = {key: old, "measured": measured, "pilot_measured": sizing.get("measured")}
     return config.model_copy(update={key: hint}), {
-        **sizing, key: hint, "measured": measured, "measured_by": "first timed try", "margin": FIX_MARGIN,
+        **sizing, key: hint, "measured": measured, "margin": FIX_MARGIN,
         "first_try": first_try,
         "why": f"no {key} given: sized from a pilot run; the timed run ran out before min_duration, so sized "
                "again from its own figure"}
